@@ -1,0 +1,115 @@
+"""Compiled kernels of a system: generate once, cache on disk, load in any process."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pymc_odesens.codegen.cache import import_module_from_path, module_path, write_atomically
+from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, module_source
+from pymc_odesens.codegen.signature import KERNEL_NAMES
+from pymc_odesens.model import OdeSystem
+
+__all__ = ["CompiledKernels", "compile_kernels", "kernel_cache_key"]
+
+_LOADED: dict[str, CompiledKernels] = {}
+_DOUBLE_PTR = ctypes.POINTER(ctypes.c_double)
+
+
+def kernel_cache_key(system: OdeSystem) -> str:
+    """Cache key: the system's fingerprint and the code generator's version."""
+    return hashlib.sha256(f"{CODEGEN_VERSION}:{system.fingerprint}".encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class CompiledKernels:
+    """The numba cfuncs of one system (see :mod:`pymc_odesens.codegen.signature`).
+
+    Attributes
+    ----------
+    rhs, jac_y, jac_p, vjp_y, vjp_p, jvp_y : numba CFunc
+        ``f``; ``J_y`` (row-major N x N); ``J_p`` (P x N, ``out[k*N + i] =
+        df_i/dp_k``); ``lambda^T J_y`` (N); ``lambda^T J_p`` (P); ``J_y v`` (N).
+    n_states, n_params : int
+    path : pathlib.Path
+        The generated source file.
+    """
+
+    rhs: object
+    jac_y: object
+    jac_p: object
+    vjp_y: object
+    vjp_p: object
+    jvp_y: object
+    n_states: int
+    n_params: int
+    path: Path
+    _shapes: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def output_shape(self, name: str) -> tuple[int, ...]:
+        """numpy shape of the output of kernel ``name``."""
+        n, p = self.n_states, self.n_params
+        return {
+            "rhs": (n,),
+            "jac_y": (n, n),
+            "jac_p": (p, n),
+            "vjp_y": (n,),
+            "vjp_p": (p,),
+            "jvp_y": (n,),
+        }[name]
+
+    def evaluate(self, name: str, t: float, y, p, v=None) -> np.ndarray:
+        """Call kernel ``name`` from Python (for checks and tests, not inner loops).
+
+        Parameters
+        ----------
+        name : {"rhs", "jac_y", "jac_p", "vjp_y", "vjp_p", "jvp_y"}
+        t : float
+        y : array_like, shape (N,)
+        p : array_like, shape (P,)
+        v : array_like, shape (N,), optional
+            Cotangent (``vjp_*``) or direction (``jvp_y``).
+        """
+        if name not in KERNEL_NAMES:
+            raise ValueError(f"name must be one of {KERNEL_NAMES}, got {name!r}")
+        y = np.ascontiguousarray(y, dtype=float).reshape(self.n_states)
+        p = np.ascontiguousarray(p, dtype=float).reshape(self.n_params)
+        v = np.zeros(self.n_states) if v is None else np.ascontiguousarray(v, dtype=float)
+        out = np.zeros(self.output_shape(name))
+        fn = getattr(self, name).ctypes
+        ptr = [a.ctypes.data_as(_DOUBLE_PTR) for a in (y, p, v, out)]
+        # empty arrays still need a valid pointer
+        fn(float(t), *ptr)
+        return out
+
+
+def compile_kernels(system: OdeSystem) -> CompiledKernels:
+    """Generate, cache and compile the kernels of ``system`` (once per process).
+
+    The generated module is written to :func:`pymc_odesens.codegen.cache.cache_directory`
+    under a key hashing the expressions; a later process imports it directly and
+    numba loads the compiled kernels from its own cache.
+    """
+    cached = getattr(system, "_compiled_kernels", None)
+    if cached is not None:
+        return cached
+    key = kernel_cache_key(system)
+    kernels = _LOADED.get(key)
+    if kernels is None:
+        path = module_path(key)
+        if not path.exists():
+            write_atomically(path, module_source(system))
+        module = import_module_from_path(path)
+        kernels = CompiledKernels(
+            **{name: getattr(module, name) for name in KERNEL_NAMES},
+            n_states=system.n_states,
+            n_params=system.n_params,
+            path=path,
+        )
+        _LOADED[key] = kernels
+    system._compiled_kernels = kernels
+    return kernels

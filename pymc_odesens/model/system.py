@@ -1,0 +1,337 @@
+"""`OdeSystem`: an ODE right-hand side defined once, with exact derivatives."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from os import PathLike
+
+import numpy as np
+import sympy as sp
+
+from pymc_odesens.model.derivatives import (
+    jacobian_vector_product,
+    jacobian_wrt_params,
+    jacobian_wrt_states,
+    vector_jacobian_product,
+)
+from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
+
+__all__ = ["OdeSystem"]
+
+_NON_FINITE = (sp.nan, sp.zoo, sp.oo, sp.S.NegativeInfinity)
+
+
+def _check_names(argument: str, names: Sequence[str]) -> list[str]:
+    if isinstance(names, str):
+        raise TypeError(f"{argument} must be a sequence of names, got the string {names!r}")
+    names = [str(n) for n in names]
+    for n in names:
+        if not n.isidentifier():
+            raise ValueError(f"{argument}: {n!r} is not a valid identifier")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{argument}: duplicate names {duplicates}")
+    return names
+
+
+def _resolve_size(argument: str, count: int | None, names: Sequence[str] | None) -> int | None:
+    if count is not None:
+        if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"{argument} must be a non-negative int, got {count!r}")
+        if names is not None and len(names) != count:
+            raise ValueError(
+                f"{argument}={count} disagrees with the {len(names)} names given "
+                f"({', '.join(names)})"
+            )
+        return int(count)
+    return None if names is None else len(names)
+
+
+class OdeSystem:
+    """An ODE system ``dy/dt = f(t, y, p)`` with exact, compiled derivatives.
+
+    Parameters
+    ----------
+    rhs : callable
+        ``rhs(t, y, p)`` returning a sequence of N expressions. It is called
+        once with symbolic ``t``, ``y`` and ``p``; ``y`` and ``p`` are indexable
+        by position (``y[0]``) and, where names are given, by name
+        (``p["k1"]`` or ``p.k1``). Use ordinary arithmetic and the functions in
+        :mod:`pymc_odesens.math` (exp, log, sqrt, tanh, minimum, where, ...).
+    n_states : int, optional
+        Number of states N. Inferred from ``states`` or from the length of
+        the returned sequence.
+    n_params : int, optional
+        Number of parameters P. Inferred from ``params`` or from the largest
+        index used in ``rhs`` (pass it when trailing parameters are unused).
+    states, params : sequence of str, optional
+        Names, in index order.
+    name : str, optional
+        Name used in messages and generated code.
+
+    Attributes
+    ----------
+    states, params : list of str
+    n_states, n_params : int
+    rhs_expressions : tuple of sympy.Expr
+        The N right-hand-side expressions in the symbols ``t``,
+        ``state_symbols`` and ``param_symbols``.
+    x0, p_nominal : numpy.ndarray or None
+        Initial state and nominal parameters when the source provides them
+        (``from_json``).
+    t0, t_end : float or None
+        Time span when the source provides it.
+
+    Examples
+    --------
+    >>> from pymc_odesens import OdeSystem
+    >>> def lotka_volterra(t, y, p):
+    ...     prey, predator = y
+    ...     return [p.alpha * prey - p.beta * prey * predator,
+    ...             p.delta * prey * predator - p.gamma * predator]
+    >>> system = OdeSystem(lotka_volterra, states=["prey", "predator"],
+    ...                    params=["alpha", "beta", "delta", "gamma"])
+    >>> system.n_states, system.n_params
+    (2, 4)
+    """
+
+    def __init__(
+        self,
+        rhs: Callable,
+        n_states: int | None = None,
+        n_params: int | None = None,
+        *,
+        states: Sequence[str] | None = None,
+        params: Sequence[str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not callable(rhs):
+            raise TypeError(f"rhs must be a callable rhs(t, y, p), got {type(rhs).__name__}")
+        states = None if states is None else _check_names("states", states)
+        params = None if params is None else _check_names("params", params)
+        n = _resolve_size("n_states", n_states, states)
+        p = _resolve_size("n_params", n_params, params)
+        state_names = states if states is not None else [f"y{i}" for i in range(n or 0)]
+        param_names = params if params is not None else [f"p{k}" for k in range(p or 0)]
+        t = sp.Symbol("t", real=True)
+        y_vec = SymbolVector("y", state_names, make_symbols(state_names), growable=n is None)
+        p_vec = SymbolVector("p", param_names, make_symbols(param_names), growable=p is None)
+        try:
+            out = rhs(t, y_vec, p_vec)
+        except (IndexError, KeyError, AttributeError) as err:
+            raise type(err)(f"while tracing rhs: {err}") from err
+        if isinstance(out, (sp.MatrixBase, np.ndarray)):
+            out = list(out)
+        if not isinstance(out, Sequence) or isinstance(out, str):
+            raise TypeError(
+                f"rhs must return a sequence of expressions (list, tuple), got {type(out).__name__}"
+            )
+        if n is None:
+            n = len(out)
+            if len(y_vec) > n:
+                raise IndexError(
+                    f"rhs reads y[{len(y_vec) - 1}] but returns only {n} derivatives; "
+                    "pass n_states or states to fix the number of states"
+                )
+            y_vec[n - 1] if n else None  # extend the growable vector to N symbols
+        self._init_from_expressions(
+            name=name or getattr(rhs, "__name__", "ode"),
+            t=t,
+            state_names=y_vec.names[:n],
+            state_symbols=y_vec.symbols[:n],
+            param_names=p_vec.names,
+            param_symbols=p_vec.symbols,
+            expressions=out,
+        )
+
+    # construction ------------------------------------------------------------
+    @classmethod
+    def from_expressions(
+        cls,
+        expressions: Sequence,
+        t: sp.Symbol,
+        states: Sequence[sp.Symbol],
+        params: Sequence[sp.Symbol],
+        *,
+        name: str = "ode",
+    ) -> OdeSystem:
+        """Build a system from sympy expressions in given symbols.
+
+        Parameters
+        ----------
+        expressions : sequence of sympy expressions
+            ``d states[i] / dt``.
+        t : sympy.Symbol
+            Time symbol used in the expressions.
+        states, params : sequence of sympy.Symbol
+            State and parameter symbols, in index order.
+        name : str
+            Name of the system.
+        """
+        self = cls.__new__(cls)
+        self._init_from_expressions(
+            name=name,
+            t=t,
+            state_names=[str(s) for s in states],
+            state_symbols=tuple(states),
+            param_names=[str(s) for s in params],
+            param_symbols=tuple(params),
+            expressions=expressions,
+        )
+        return self
+
+    @classmethod
+    def from_json(cls, path: str | PathLike) -> OdeSystem:
+        """Read a model in the neutral JSON format of ``shared/models``.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The ``<name>.json`` file.
+
+        Returns
+        -------
+        OdeSystem
+            With ``x0``, ``p_nominal``, ``t0``, ``t_end`` and, where present,
+            ``outputs``, ``experiments``, ``events_spec`` and ``source`` set.
+        """
+        from pymc_odesens.model.json_model import load_json_model
+
+        return load_json_model(cls, path)
+
+    def _init_from_expressions(
+        self, *, name, t, state_names, state_symbols, param_names, param_symbols, expressions
+    ) -> None:
+        self.name = str(name)
+        self.t = t
+        self.states = list(state_names)
+        self.params = list(param_names)
+        self.state_symbols = tuple(state_symbols)
+        self.param_symbols = tuple(param_symbols)
+        clash = set(self.states) & set(self.params)
+        if clash:
+            raise ValueError(f"names used for both a state and a parameter: {sorted(clash)}")
+        if str(t) in self.states or str(t) in self.params:
+            raise ValueError("'t' is reserved for time; rename that state or parameter")
+        n = len(self.states)
+        if len(expressions) != n:
+            raise ValueError(
+                f"rhs returned {len(expressions)} expressions but the system has {n} states "
+                f"({', '.join(self.states)})"
+            )
+        allowed = {t, *self.state_symbols, *self.param_symbols}
+        cleaned = []
+        for i, raw in enumerate(expressions):
+            label = f"rhs[{i}] (d{self.states[i]}/dt)"
+            try:
+                expr = sp.sympify(raw)
+            except (sp.SympifyError, TypeError) as err:
+                raise TypeError(f"{label} is not an expression: {raw!r}") from err
+            if not isinstance(expr, sp.Expr):
+                raise TypeError(f"{label} must be a scalar expression, got {expr!r}")
+            if any(expr.has(bad) for bad in _NON_FINITE):
+                raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+            if expr.has(sp.I):
+                raise ValueError(f"{label} is complex: {expr}")
+            unknown = expr.free_symbols - allowed
+            if unknown:
+                names = ", ".join(sorted(str(s) for s in unknown))
+                raise ValueError(
+                    f"{label} uses undeclared symbol(s) {names}; declare them as parameters "
+                    "or replace them by numbers"
+                )
+            cleaned.append(expr)
+        self.rhs_expressions = tuple(cleaned)
+        self.n_states = n
+        self.n_params = len(self.params)
+        self.x0 = None
+        self.p_nominal = None
+        self.t0 = None
+        self.t_end = None
+        self.outputs = {}
+        self.experiments = []
+        self.events_spec = []
+        self.source = None
+
+    # exact derivatives (sympy) -----------------------------------------------
+    @cached_property
+    def J_y(self) -> sp.Matrix:
+        """State Jacobian, ``J_y[i, j] = df_i/dy_j`` (N x N)."""
+        return jacobian_wrt_states(self.rhs_expressions, self.state_symbols)
+
+    @cached_property
+    def J_p(self) -> sp.Matrix:
+        """Parameter Jacobian, ``J_p[k, i] = df_i/dp_k`` (P x N)."""
+        return jacobian_wrt_params(self.rhs_expressions, self.param_symbols)
+
+    @cached_property
+    def cotangent_symbols(self) -> tuple[sp.Symbol, ...]:
+        """Symbols ``lambda_i`` used by the vector-Jacobian products."""
+        return tuple(sp.Symbol(f"lambda_{i}", real=True) for i in range(self.n_states))
+
+    @cached_property
+    def direction_symbols(self) -> tuple[sp.Symbol, ...]:
+        """Symbols ``v_j`` used by the Jacobian-vector product."""
+        return tuple(sp.Symbol(f"v_{j}", real=True) for j in range(self.n_states))
+
+    @cached_property
+    def vjp_y(self) -> list[sp.Expr]:
+        """``(lambda^T J_y)_j`` in the symbols :attr:`cotangent_symbols` (N)."""
+        return vector_jacobian_product(self.J_y, self.cotangent_symbols, rows_are_outputs=True)
+
+    @cached_property
+    def vjp_p(self) -> list[sp.Expr]:
+        """``(lambda^T J_p^T)_k = sum_i lambda_i df_i/dp_k`` (P)."""
+        return vector_jacobian_product(self.J_p, self.cotangent_symbols, rows_are_outputs=False)
+
+    @cached_property
+    def jvp_y(self) -> list[sp.Expr]:
+        """``(J_y v)_i`` in the symbols :attr:`direction_symbols` (N)."""
+        return jacobian_vector_product(self.J_y, self.direction_symbols)
+
+    # identity ------------------------------------------------------------------
+    @cached_property
+    def canonical_symbols(self) -> tuple[sp.Symbol, tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
+        """Position-named symbols ``(t, y, p)`` used by code generation."""
+        t = sp.Symbol("_t", real=True)
+        y = tuple(sp.Symbol(f"_y{i}", real=True) for i in range(self.n_states))
+        p = tuple(sp.Symbol(f"_p{k}", real=True) for k in range(self.n_params))
+        return t, y, p
+
+    def to_canonical(self, expr: sp.Expr) -> sp.Expr:
+        """Rewrite ``expr`` in the position-named symbols of :attr:`canonical_symbols`."""
+        t, y, p = self.canonical_symbols
+        mapping = {
+            self.t: t,
+            **dict(zip(self.state_symbols, y)),
+            **dict(zip(self.param_symbols, p)),
+        }
+        mapping.update(
+            zip(
+                self.cotangent_symbols,
+                (sp.Symbol(f"_v{i}", real=True) for i in range(self.n_states)),
+            )
+        )
+        mapping.update(
+            zip(
+                self.direction_symbols,
+                (sp.Symbol(f"_v{i}", real=True) for i in range(self.n_states)),
+            )
+        )
+        return sp.sympify(expr).xreplace(mapping)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Hash of the canonical right-hand side: equal for mathematically identical systems
+        written with different names, different whenever an expression differs."""
+        text = "|".join(sp.srepr(self.to_canonical(e)) for e in self.rhs_expressions)
+        text = f"N={self.n_states};P={self.n_params};{text}"
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def __repr__(self) -> str:
+        return (
+            f"OdeSystem({self.name!r}, n_states={self.n_states}, n_params={self.n_params}, "
+            f"states={self.states}, params={self.params})"
+        )

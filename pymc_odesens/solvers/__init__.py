@@ -1,0 +1,24 @@
+"""Layer 3: model-agnostic numba integrators with Stan's names and controls."""
+
+from pymc_odesens.solvers.controls import METHODS, SolverControls, resolve_controls
+from pymc_odesens.solvers.errors import (
+    MaxNumStepsError,
+    NewtonConvergenceError,
+    NonFiniteRhsError,
+    OdeSolverError,
+    StepSizeTooSmallError,
+)
+from pymc_odesens.solvers.solve import OdeSolution, solve
+
+__all__ = [
+    "METHODS",
+    "SolverControls",
+    "resolve_controls",
+    "OdeSolution",
+    "solve",
+    "OdeSolverError",
+    "MaxNumStepsError",
+    "StepSizeTooSmallError",
+    "NonFiniteRhsError",
+    "NewtonConvergenceError",
+]

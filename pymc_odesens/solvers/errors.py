@@ -1,0 +1,49 @@
+"""Exceptions raised when an integration fails."""
+
+from __future__ import annotations
+
+__all__ = [
+    "OdeSolverError",
+    "MaxNumStepsError",
+    "StepSizeTooSmallError",
+    "NonFiniteRhsError",
+    "NewtonConvergenceError",
+]
+
+
+class OdeSolverError(RuntimeError):
+    """Base class of solver failures.
+
+    Attributes
+    ----------
+    t : float
+        Time reached when the solver gave up.
+    step_size : float
+        Step size it was attempting.
+    component : int or None
+        Index of the offending state component, where one can be named.
+    method : str
+    """
+
+    def __init__(self, message: str, *, t: float, step_size: float, component=None, method=""):
+        super().__init__(message)
+        self.t = t
+        self.step_size = step_size
+        self.component = component
+        self.method = method
+
+
+class MaxNumStepsError(OdeSolverError):
+    """More than ``max_num_steps`` steps between two output times."""
+
+
+class StepSizeTooSmallError(OdeSolverError):
+    """The step size fell below the resolution of the time variable."""
+
+
+class NonFiniteRhsError(OdeSolverError):
+    """The right-hand side returned NaN or infinity and smaller steps did not help."""
+
+
+class NewtonConvergenceError(OdeSolverError):
+    """The Newton iteration of an implicit method failed repeatedly within one step."""

@@ -1,0 +1,146 @@
+"""`solve`: the state trajectory of an OdeSystem at requested times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pymc_odesens.codegen import compile_kernels
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.solvers.controls import SolverControls, resolve_controls, validate_times
+from pymc_odesens.solvers.integrate import integrate
+from pymc_odesens.solvers.status import stats_dict
+
+__all__ = ["OdeSolution", "solve", "validate_vector"]
+
+
+@dataclass
+class OdeSolution:
+    """Result of :func:`solve`.
+
+    Attributes
+    ----------
+    t : numpy.ndarray, shape (T,)
+        Output times.
+    y : numpy.ndarray, shape (T, N)
+        State at the output times.
+    stats : dict
+        Solver statistics: ``n_steps``, ``n_rejected_steps``, ``n_rhs_evals``,
+        ``n_jac_evals``, ``n_lu_decompositions``, ``n_newton_iterations``,
+        ``n_newton_failures``.
+    controls : SolverControls
+        The controls used (Stan's defaults filled in).
+    states : list of str
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    stats: dict
+    controls: SolverControls
+    states: list = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """Trajectory of the state called ``name``."""
+        try:
+            return self.y[:, self.states.index(name)]
+        except ValueError:
+            raise KeyError(f"no state named {name!r}; states are {self.states}") from None
+
+
+def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
+    """``value`` as a finite float vector of length ``size``, else a ValueError naming it."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{argument} must be an array of {size} floats ({what}), got {value!r}"
+        ) from None
+    if arr.ndim == 0 and size == 1:
+        arr = arr.reshape(1)
+    if arr.shape != (size,):
+        raise ValueError(f"{argument} must have shape ({size},) ({what}); got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{argument} must be finite; got {arr}")
+    return np.ascontiguousarray(arr)
+
+
+def solve(
+    system: OdeSystem,
+    y0,
+    times,
+    params,
+    *,
+    t0: float = 0.0,
+    method: str = "rk45",
+    relative_tolerance: float | None = None,
+    absolute_tolerance=None,
+    max_num_steps: int | None = None,
+) -> OdeSolution:
+    """Solve ``dy/dt = f(t, y, p)``, ``y(t0) = y0`` and return ``y`` at ``times``.
+
+    Parameters
+    ----------
+    system : OdeSystem
+    y0 : array_like, shape (N,)
+        Initial state at ``t0``.
+    times : array_like, shape (T,)
+        Output times, non-decreasing and >= ``t0`` (entries equal to ``t0``
+        return ``y0``). The solver does not stop at them: values come from
+        its dense output.
+    params : array_like, shape (P,)
+    t0 : float
+        Initial time.
+    method : {"rk45", "ckrk", "bdf", "adams"}
+        As in Stan: ``rk45`` (Dormand–Prince) and ``ckrk`` (Cash–Karp) for
+        non-stiff problems, ``bdf`` (variable order 1–5) for stiff ones,
+        ``adams`` (variable-order Adams–Moulton, orders 1–12) for smooth
+        non-stiff problems at tight tolerances.
+    relative_tolerance, absolute_tolerance, max_num_steps
+        Stan's controls with Stan's defaults: 1e-6 / 1e-6 / 1e6 for ``rk45``
+        and ``ckrk``, 1e-10 / 1e-10 / 1e8 for ``bdf`` and ``adams``.
+        ``absolute_tolerance`` may be one value per state. Local errors are
+        kept below 1 in the weighted RMS norm
+        ``sqrt(mean((e_i / (rtol |y_i| + atol_i))**2))``; ``max_num_steps``
+        bounds the steps between consecutive output times.
+
+    Returns
+    -------
+    OdeSolution
+        ``.t`` (T,), ``.y`` (T, N), ``.stats``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (named in the message).
+    pymc_odesens.OdeSolverError
+        ``MaxNumStepsError``, ``StepSizeTooSmallError``, ``NonFiniteRhsError``
+        or ``NewtonConvergenceError`` with time, step size and state.
+    """
+    if not isinstance(system, OdeSystem):
+        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    n, p = system.n_states, system.n_params
+    y0 = validate_vector("y0", y0, n, "one value per state")
+    params = validate_vector("params", params, p, "one value per parameter")
+    try:
+        t0 = float(t0)
+    except (TypeError, ValueError):
+        raise TypeError(f"t0 must be a float, got {t0!r}") from None
+    times = validate_times(times, t0)
+    controls = resolve_controls(method, n, relative_tolerance, absolute_tolerance, max_num_steps)
+    kernels = compile_kernels(system)
+    y_out, stats = integrate(
+        method,
+        kernels.rhs,
+        kernels.jac_y,
+        t0,
+        y0,
+        params,
+        times,
+        controls,
+        n_state=n,
+        n_err=n,
+        atol=controls.absolute_tolerance,
+        state_names=system.states,
+    )
+    return OdeSolution(times, y_out, stats_dict(stats), controls, list(system.states))
