@@ -1,328 +1,39 @@
 """``bdf``: variable-order (1–5), variable-step backward differentiation formulas.
 
-Fixed-leading-coefficient BDF on a backward-difference table of the solution
-(the step size changes by re-sampling the table, see
-:mod:`pymc_odesens.solvers.difference_table`), a modified Newton corrector with
-the analytic ``J_y`` and, in the spirit of CVODE:
-
-- the LU factors of ``I - c J_y`` are reused across steps until ``c`` has moved
-  by more than 30 % or 20 steps have passed (the correction is scaled for the
-  stale ``c``);
-- ``J_y`` is re-evaluated only after 50 steps or when Newton fails to converge
-  with an old Jacobian;
-- after a convergence failure with a fresh Jacobian the step is divided by 4;
-  after three error-test failures in one step the order drops to 1;
-- order and step are re-selected from error estimates at orders q-1, q, q+1
-  once q+1 steps of equal size have been taken.
-
-For a vector made of B blocks of N components (the state and its forward
-sensitivities), the same N x N factorisation serves every block.
+Fixed-leading-coefficient BDF (see :mod:`pymc_odesens.solvers.bdf_formula`) run
+by the CVODE-style multistep driver (:mod:`pymc_odesens.solvers.multistep`):
+Newton with the analytic ``J_y``, LU reuse and Jacobian-refresh heuristics,
+order selection from error estimates at neighbouring orders. For stiff problems.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, types
+from numba import njit
 
-from pymc_odesens.codegen.signature import KERNEL_TYPE
-from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.difference_table import change_step_size, update_after_step
-from pymc_odesens.solvers.error_norm import (
-    error_weights,
-    first_non_finite,
-    initial_step_size,
-    largest_weighted_component,
-    weighted_rms_norm,
-)
-from pymc_odesens.solvers.newton import (
-    CONVERGED,
-    NEWTON_MAX_ITERATIONS,
-    NON_FINITE,
-    factor_newton_matrix,
-    newton_corrector,
-)
+from pymc_odesens.solvers.multistep import BDF, MULTISTEP_SIGNATURE, run_multistep
 
-__all__ = ["integrate_bdf", "MAX_ORDER"]
-
-MAX_ORDER = 5
-MIN_FACTOR = 0.2
-MAX_FACTOR = 10.0
-LU_GAMMA_CHANGE = 0.3  # CVODE's dgmax
-LU_MAX_AGE = 20  # CVODE's msbp
-JAC_MAX_AGE = 50  # CVODE's msbj
-MAX_CONVERGENCE_FAILURES = 10  # CVODE's maxncf
-ERROR_FAILURES_BEFORE_ORDER_ONE = 3  # CVODE's mxnef1
-
-# gamma_k = sum_{j<=k} 1/j; BDF leading coefficients alpha = gamma; error constants 1/(k+1).
-_K = np.arange(1, MAX_ORDER + 1)
-BDF_GAMMA = np.concatenate((np.zeros(1), np.cumsum(1.0 / _K)))
-BDF_ALPHA = BDF_GAMMA.copy()
-BDF_ERROR_CONST = 1.0 / np.arange(1, MAX_ORDER + 2)
-
-_SIGNATURE = types.int64(
-    KERNEL_TYPE,  # rhs (of the full, possibly block-augmented vector)
-    KERNEL_TYPE,  # J_y of the first block (N x N)
-    types.float64,  # t0
-    types.float64[::1],  # y0
-    types.float64[::1],  # p
-    types.float64[::1],  # times
-    types.float64,  # rtol
-    types.float64[::1],  # atol
-    types.int64,  # max_num_steps
-    types.int64,  # n_state (block size N)
-    types.int64,  # n_err
-    types.float64[:, ::1],  # y_out
-    types.int64[::1],  # stats
-    types.float64[::1],  # info
-)
+__all__ = ["integrate_bdf"]
 
 
-@njit(cache=True)
-def _dense_output(table, order, t_new, h, t_out, out):
-    n = out.size
-    for i in range(n):
-        out[i] = table[0, i]
-    prod = 1.0
-    for j in range(1, order + 1):
-        prod *= (t_out - (t_new - (j - 1) * h)) / (h * j)
-        for i in range(n):
-            out[i] += table[j, i] * prod
-
-
-@njit(_SIGNATURE, cache=True)
+@njit(MULTISTEP_SIGNATURE, cache=True)
 def integrate_bdf(
     rhs, jac, t0, y0, p, times, rtol, atol, max_num_steps, n_state, n_err, y_out, stats, info
 ):
-    """Integrate with variable-order BDF and write ``y`` at ``times`` into ``y_out``.
-
-    Returns a status code of :mod:`pymc_odesens.solvers.status`.
-    """
-    n = y0.size
-    n_times = times.size
-    out_index = 0
-    while out_index < n_times and times[out_index] <= t0:
-        y_out[out_index, :] = y0
-        out_index += 1
-    if out_index == n_times:
-        return st.SUCCESS
-    t_end = times[n_times - 1]
-
-    table = np.zeros((MAX_ORDER + 3, n))
-    r_mat = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
-    u_mat = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
-    ru_mat = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
-    tmp = np.empty((MAX_ORDER + 1, n))
-    jac_mat = np.empty((n_state, n_state))
-    lu = np.empty((n_state, n_state))
-    pivots = np.empty(n_state, dtype=np.int64)
-    y_pred = np.empty(n)
-    psi = np.empty(n)
-    y_new = np.empty(n)
-    d = np.empty(n)
-    f = np.empty(n)
-    err = np.zeros(n)
-    weights = np.ones(n)
-    work = np.empty(n)
-    dense = np.empty(n)
-    v = np.zeros(1)
-
-    t = t0
-    rhs(t, y0.ctypes, p.ctypes, v.ctypes, f.ctypes)
-    stats[st.N_RHS] += 1
-    bad = first_non_finite(f, n)
-    if bad >= 0:
-        info[0], info[1], info[2] = t, 0.0, bad
-        return st.NON_FINITE_RHS
-    h = initial_step_size(
-        rhs, t, y0, f, p, v, rtol, atol, n_err, 1, t_end - t, work, dense, weights
+    """Integrate with BDF orders 1–5; see :func:`multistep.run_multistep`."""
+    return run_multistep(
+        BDF,
+        rhs,
+        jac,
+        t0,
+        y0,
+        p,
+        times,
+        rtol,
+        atol,
+        max_num_steps,
+        n_state,
+        n_err,
+        y_out,
+        stats,
+        info,
     )
-    stats[st.N_RHS] += 1
-    for i in range(n):
-        table[0, i] = y0[i]
-        table[1, i] = h * f[i]
-    order = 1
-    n_equal_steps = 0
-    newton_tol = max(10.0 * np.finfo(np.float64).eps / rtol, min(0.03, rtol**0.5))
-
-    jac(t, y0.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
-    stats[st.N_JAC] += 1
-    jac_age = 0
-    jac_current = True
-    c_lu = 0.0
-    lu_age = 0
-    have_lu = False
-    steps_since_output = 0
-
-    while out_index < n_times:
-        if steps_since_output >= max_num_steps:
-            info[0], info[1], info[2], info[3] = t, h, -1, max_num_steps
-            return st.MAX_NUM_STEPS
-        convergence_failures = 0
-        error_failures = 0
-        last_non_finite = -1
-        accepted = False
-        n_iter = 0
-        while not accepted:
-            min_step = 10.0 * (np.nextafter(t, np.inf) - t)
-            if h < min_step:
-                info[0], info[1] = t, h
-                if last_non_finite >= 0:
-                    info[2] = last_non_finite
-                    return st.NON_FINITE_RHS
-                info[2] = largest_weighted_component(err, weights, n_err)
-                return st.STEP_TOO_SMALL
-            t_new = t + h
-            if t_new >= t_end:
-                t_new = t_end
-                factor = (t_end - t) / h
-                change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
-                n_equal_steps = 0
-                h = t_end - t
-            # predictor and the BDF constant term
-            for i in range(n):
-                s = 0.0
-                for j in range(order + 1):
-                    s += table[j, i]
-                y_pred[i] = s
-                s = 0.0
-                for j in range(1, order + 1):
-                    s += BDF_GAMMA[j] * table[j, i]
-                psi[i] = s / BDF_ALPHA[order]
-            error_weights(y_pred, y_pred, rtol, atol, n_err, weights)
-            c = h / BDF_ALPHA[order]
-            if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:
-                if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
-                    # singular Newton matrix: treat as a convergence failure
-                    outcome = 1
-                    have_lu = False
-                else:
-                    c_lu = c
-                    lu_age = 0
-                    have_lu = True
-            if have_lu:
-                outcome, n_iter = newton_corrector(
-                    rhs,
-                    p,
-                    v,
-                    t_new,
-                    y_pred,
-                    c,
-                    c_lu,
-                    psi,
-                    lu,
-                    pivots,
-                    weights,
-                    n_err,
-                    newton_tol,
-                    y_new,
-                    d,
-                    f,
-                    stats,
-                )
-            if outcome != CONVERGED:
-                stats[st.N_NEWTON_FAILS] += 1
-                if outcome == NON_FINITE:
-                    last_non_finite = first_non_finite(f, n)
-                    if last_non_finite < 0:
-                        last_non_finite = 0
-                if not jac_current:
-                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
-                    stats[st.N_JAC] += 1
-                    jac_current = True
-                    jac_age = 0
-                    have_lu = False
-                    continue
-                convergence_failures += 1
-                if convergence_failures >= MAX_CONVERGENCE_FAILURES:
-                    info[0], info[1], info[3] = t, h, convergence_failures
-                    if last_non_finite >= 0:
-                        info[2] = last_non_finite
-                        return st.NON_FINITE_RHS
-                    info[2] = -1
-                    return st.NEWTON_FAILED
-                h *= 0.25
-                change_step_size(table, order, 0.25, r_mat, u_mat, ru_mat, tmp)
-                n_equal_steps = 0
-                continue
-            last_non_finite = -1
-            # local error test
-            error_weights(y_new, y_new, rtol, atol, n_err, weights)
-            for i in range(n):
-                err[i] = BDF_ERROR_CONST[order] * d[i]
-            err_norm = weighted_rms_norm(err, weights, n_err)
-            if err_norm > 1.0:
-                stats[st.N_REJECTED] += 1
-                error_failures += 1
-                safety = (
-                    0.9 * (2 * NEWTON_MAX_ITERATIONS + 1) / (2 * NEWTON_MAX_ITERATIONS + n_iter)
-                )
-                if error_failures >= ERROR_FAILURES_BEFORE_ORDER_ONE and order > 1:
-                    order = 1
-                    factor = 0.1
-                else:
-                    factor = max(MIN_FACTOR, safety * err_norm ** (-1.0 / (order + 1)))
-                h *= factor
-                change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
-                n_equal_steps = 0
-                continue
-            accepted = True
-
-        # accepted step
-        stats[st.N_STEPS] += 1
-        steps_since_output += 1
-        n_equal_steps += 1
-        lu_age += 1
-        jac_age += 1
-        jac_current = False
-        update_after_step(table, order, d)
-        while out_index < n_times and times[out_index] <= t_new:
-            if times[out_index] == t_new:
-                y_out[out_index, :] = y_new
-            else:
-                _dense_output(table, order, t_new, h, times[out_index], dense)
-                y_out[out_index, :] = dense
-            out_index += 1
-            steps_since_output = 0
-        t = t_new
-        if out_index == n_times:
-            break
-        if jac_age >= JAC_MAX_AGE:
-            jac(t, y_new.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
-            stats[st.N_JAC] += 1
-            jac_current = True
-            jac_age = 0
-            have_lu = False
-        if n_equal_steps < order + 1:
-            continue
-        # order and step-size selection
-        safety = 0.9 * (2 * NEWTON_MAX_ITERATIONS + 1) / (2 * NEWTON_MAX_ITERATIONS + n_iter)
-        if order > 1:
-            for i in range(n):
-                work[i] = BDF_ERROR_CONST[order - 1] * table[order, i]
-            err_minus = weighted_rms_norm(work, weights, n_err)
-        else:
-            err_minus = np.inf
-        if order < MAX_ORDER:
-            for i in range(n):
-                work[i] = BDF_ERROR_CONST[order + 1] * table[order + 2, i]
-            err_plus = weighted_rms_norm(work, weights, n_err)
-        else:
-            err_plus = np.inf
-        best = -1.0
-        delta = 0
-        for k, e in ((-1, err_minus), (0, err_norm), (1, err_plus)):
-            if e == 0.0:
-                fac = np.inf
-            elif np.isinf(e):
-                fac = 0.0
-            else:
-                fac = e ** (-1.0 / (order + k + 1))
-            if fac > best:
-                best = fac
-                delta = k
-        order += delta
-        factor = min(MAX_FACTOR, safety * best)
-        h *= factor
-        change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
-        n_equal_steps = 0
-    return st.SUCCESS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["change_step_size", "update_after_step", "StepChangeWork"]
+__all__ = ["change_step_size", "update_after_step"]
 
 
 @njit(cache=True)
