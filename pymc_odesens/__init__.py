@@ -1,7 +1,31 @@
-"""pymc_odesens: fast ODE solves with exact sensitivities for PyMC."""
+"""pymc_odesens: fast ODE solves with exact sensitivities for PyMC.
+
+Define a system once with :class:`OdeSystem` (sympy derives its exact
+Jacobians, numba compiles them) and integrate it with :func:`solve`, using
+Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls.
+"""
 
 from pymc_odesens import math
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.solvers import (
+    MaxNumStepsError,
+    NewtonConvergenceError,
+    NonFiniteRhsError,
+    OdeSolution,
+    OdeSolverError,
+    StepSizeTooSmallError,
+    solve,
+)
 
-__all__ = ["OdeSystem", "math"]
+__all__ = [
+    "OdeSystem",
+    "math",
+    "solve",
+    "OdeSolution",
+    "OdeSolverError",
+    "MaxNumStepsError",
+    "StepSizeTooSmallError",
+    "NonFiniteRhsError",
+    "NewtonConvergenceError",
+]
 __version__ = "0.1.0"

@@ -6,7 +6,14 @@ from collections.abc import Iterator, Sequence
 
 import sympy as sp
 
-__all__ = ["SymbolVector", "make_symbols"]
+__all__ = ["SymbolVector", "UnknownNameError", "make_symbols"]
+
+
+class UnknownNameError(KeyError):
+    """A state or parameter name that the system does not declare."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
 
 
 def make_symbols(names: Sequence[str]) -> tuple[sp.Symbol, ...]:
@@ -58,7 +65,7 @@ class SymbolVector(Sequence):
                 return self._symbols[self._index[key]]
             except KeyError:
                 known = ", ".join(self._names) or "(none named)"
-                raise KeyError(
+                raise UnknownNameError(
                     f"{self._role}[{key!r}]: no entry named {key!r}; the names are {known}"
                 ) from None
         if isinstance(key, slice):

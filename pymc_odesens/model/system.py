@@ -121,7 +121,7 @@ class OdeSystem:
         try:
             out = rhs(t, y_vec, p_vec)
         except (IndexError, KeyError, AttributeError) as err:
-            raise type(err)(f"while tracing rhs: {err}") from err
+            raise type(err)(f"while tracing rhs: {str(err)}") from err
         if isinstance(out, (sp.MatrixBase, np.ndarray)):
             out = list(out)
         if not isinstance(out, Sequence) or isinstance(out, str):

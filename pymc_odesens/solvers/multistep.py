@@ -38,6 +38,7 @@ from pymc_odesens.solvers.error_norm import (
 )
 from pymc_odesens.solvers.newton import (
     CONVERGED,
+    DIVERGED,
     NEWTON_MAX_ITERATIONS,
     NON_FINITE,
     factor_newton_matrix,
@@ -241,7 +242,7 @@ def run_multistep(
             if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:
                 if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
                     # singular Newton matrix: treat as a convergence failure
-                    outcome = 1
+                    outcome = DIVERGED
                     have_lu = False
                 else:
                     c_lu = c
@@ -273,6 +274,8 @@ def run_multistep(
                     last_non_finite = first_non_finite(f, n)
                     if last_non_finite < 0:
                         last_non_finite = 0
+                else:
+                    last_non_finite = -1
                 if not jac_current:
                     jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
                     stats[st.N_JAC] += 1

@@ -85,7 +85,8 @@ def newton_corrector(
                 f[i] *= scale
         norm = weighted_rms_norm(f, weights, n_err)
         if not math.isfinite(norm):
-            return NON_FINITE, k + 1
+            # f was finite: the Newton matrix (J_y) is not; the iteration diverged
+            return DIVERGED, k + 1
         if norm_old >= 0.0:
             rate = norm / norm_old
             if rate >= 1.0 or rate ** (NEWTON_MAX_ITERATIONS - k) / (1.0 - rate) * norm > tol:

@@ -147,6 +147,15 @@ def _dense_dormand_prince(t_old, h, y_old, y_new, k, theta, out):
 
 
 @njit(cache=True)
+def _non_finite_stage_component(k, n_stages, n):
+    for s in range(n_stages):
+        bad = first_non_finite(k[s], n)
+        if bad >= 0:
+            return bad
+    return -1
+
+
+@njit(cache=True)
 def _cash_karp_substep(rhs, t, y, k, p, v, h_sub, k_sub, y_stage, out):
     # Output inside an accepted step: one Cash–Karp step of length h_sub from the
     # step's start (k[0] = f(t, y) is reused). Fifth-order like the step itself;
@@ -213,6 +222,9 @@ def integrate_explicit_rk(
         min_step = 10.0 * (np.nextafter(t, np.inf) - t)
         if h < min_step:
             info[0], info[1] = t, h
+            if non_finite_retries > 0:
+                info[2] = _non_finite_stage_component(k, n_stages, n)
+                return st.NON_FINITE_RHS
             info[2] = largest_weighted_component(err, weights, n_err)
             return st.STEP_TOO_SMALL
         if steps_since_output >= max_num_steps:
@@ -247,12 +259,7 @@ def integrate_explicit_rk(
             non_finite_retries += 1
             stats[st.N_REJECTED] += 1
             if non_finite_retries > MAX_NON_FINITE_RETRIES:
-                bad = -1
-                for s in range(n_stages):
-                    bad = first_non_finite(k[s], n)
-                    if bad >= 0:
-                        break
-                info[0], info[1], info[2] = t, h, bad
+                info[0], info[1], info[2] = t, h, _non_finite_stage_component(k, n_stages, n)
                 return st.NON_FINITE_RHS
             h *= 0.25
             rejected_last = True

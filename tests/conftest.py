@@ -1,0 +1,42 @@
+"""Shared fixtures: the reference models of ../shared/models and a per-session kernel cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MODELS_DIR = Path(
+    os.environ.get("PYMC_ODESENS_MODELS_DIR", Path(__file__).resolve().parents[2] / "shared" / "models")
+)
+
+
+def model_path(name: str) -> Path:
+    """Path of a reference model JSON; skips only if the shared folder is absent."""
+    path = MODELS_DIR / f"{name}.json"
+    if not path.exists():
+        pytest.fail(f"reference model {path} not found; set PYMC_ODESENS_MODELS_DIR")
+    return path
+
+
+def load_truth(name: str) -> dict[str, np.ndarray]:
+    """Ground truth of a reference model (t, y, S, ...)."""
+    with np.load(MODELS_DIR / f"{name}_truth.npz") as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="session")
+def reference_system():
+    """Factory: load (once per session) the OdeSystem of a reference model."""
+    from pymc_odesens import OdeSystem
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = OdeSystem.from_json(model_path(name))
+        return cache[name]
+
+    return get
