@@ -7,6 +7,7 @@ Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls.
 
 from pymc_odesens import math
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.sensitivity import SensitivityResult, solve_sensitivity
 from pymc_odesens.solvers import (
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -21,6 +22,8 @@ __all__ = [
     "OdeSystem",
     "math",
     "solve",
+    "solve_sensitivity",
+    "SensitivityResult",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pymc_odesens.codegen.cache import import_module_from_path, module_path, write_atomically
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, module_source
+from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
 from pymc_odesens.codegen.signature import KERNEL_NAMES
 from pymc_odesens.model import OdeSystem
 
-__all__ = ["CompiledKernels", "compile_kernels", "kernel_cache_key"]
+__all__ = [
+    "CompiledKernels",
+    "compile_kernels",
+    "compile_sensitivity_kernel",
+    "kernel_cache_key",
+]
 
 _LOADED: dict[str, CompiledKernels] = {}
 _DOUBLE_PTR = ctypes.POINTER(ctypes.c_double)
@@ -34,6 +40,9 @@ class CompiledKernels:
     rhs, jac_y, jac_p, vjp_y, vjp_p, jvp_y : numba CFunc
         ``f``; ``J_y`` (row-major N x N); ``J_p`` (P x N, ``out[k*N + i] =
         df_i/dp_k``); ``lambda^T J_y`` (N); ``lambda^T J_p`` (P); ``J_y v`` (N).
+    initial_state, initial_state_jac : numba CFunc or None
+        ``y0(p)`` (N) and ``dy0/dp`` (P x N) when the system declares ``y0(p)``
+        (they read only ``p``).
     n_states, n_params : int
     path : pathlib.Path
         The generated source file.
@@ -48,7 +57,8 @@ class CompiledKernels:
     n_states: int
     n_params: int
     path: Path
-    _shapes: dict = field(default_factory=dict, repr=False, compare=False)
+    initial_state: object = None
+    initial_state_jac: object = None
 
     def output_shape(self, name: str) -> tuple[int, ...]:
         """numpy shape of the output of kernel ``name``."""
@@ -60,6 +70,8 @@ class CompiledKernels:
             "vjp_y": (n,),
             "vjp_p": (p,),
             "jvp_y": (n,),
+            "initial_state": (n,),
+            "initial_state_jac": (p, n),
         }[name]
 
     def evaluate(self, name: str, t: float, y, p, v=None) -> np.ndarray:
@@ -74,8 +86,8 @@ class CompiledKernels:
         v : array_like, shape (N,), optional
             Cotangent (``vjp_*``) or direction (``jvp_y``).
         """
-        if name not in KERNEL_NAMES:
-            raise ValueError(f"name must be one of {KERNEL_NAMES}, got {name!r}")
+        if getattr(self, name, None) is None:
+            raise ValueError(f"no kernel {name!r}; kernels are {KERNEL_NAMES} (+ initial_state)")
         y = np.ascontiguousarray(y, dtype=float).reshape(self.n_states)
         p = np.ascontiguousarray(p, dtype=float).reshape(self.n_params)
         v = np.zeros(self.n_states) if v is None else np.ascontiguousarray(v, dtype=float)
@@ -109,7 +121,34 @@ def compile_kernels(system: OdeSystem) -> CompiledKernels:
             n_states=system.n_states,
             n_params=system.n_params,
             path=path,
+            initial_state=getattr(module, "initial_state", None),
+            initial_state_jac=getattr(module, "initial_state_jac", None),
         )
         _LOADED[key] = kernels
     system._compiled_kernels = kernels
     return kernels
+
+
+_LOADED_SENSITIVITY: dict[str, object] = {}
+
+
+def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
+    """The cfunc ``sens_rhs`` of the forward-sensitivity system (generated, cached, compiled).
+
+    Parameters
+    ----------
+    system : OdeSystem
+    wrt : {"params", "y0", "both"}
+        Columns of the sensitivity matrix (see
+        :mod:`pymc_odesens.codegen.sensitivity_source`).
+    """
+    sensitivity_blocks(system, wrt)  # validates wrt
+    key = f"{kernel_cache_key(system)}_sens_{wrt}"
+    kernel = _LOADED_SENSITIVITY.get(key)
+    if kernel is None:
+        path = module_path(key)
+        if not path.exists():
+            write_atomically(path, sensitivity_module_source(system, wrt))
+        kernel = import_module_from_path(path).sens_rhs
+        _LOADED_SENSITIVITY[key] = kernel
+    return kernel

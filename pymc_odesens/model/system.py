@@ -70,6 +70,10 @@ class OdeSystem:
         Names, in index order.
     name : str, optional
         Name used in messages and generated code.
+    initial_state : callable, optional
+        ``initial_state(p)`` returning N expressions in the parameters: the
+        initial state ``y0(p)``. Solves then need no ``y0`` and forward
+        sensitivities start from ``S(t0) = dy0/dp``.
 
     Attributes
     ----------
@@ -106,6 +110,7 @@ class OdeSystem:
         states: Sequence[str] | None = None,
         params: Sequence[str] | None = None,
         name: str | None = None,
+        initial_state: Callable | None = None,
     ) -> None:
         if not callable(rhs):
             raise TypeError(f"rhs must be a callable rhs(t, y, p), got {type(rhs).__name__}")
@@ -145,6 +150,8 @@ class OdeSystem:
             param_symbols=p_vec.symbols,
             expressions=out,
         )
+        if initial_state is not None:
+            self.set_initial_state(initial_state)
 
     # construction ------------------------------------------------------------
     @classmethod
@@ -254,6 +261,63 @@ class OdeSystem:
         self.experiments = []
         self.events_spec = []
         self.source = None
+        self.initial_state_expressions = None
+
+    def set_initial_state(self, initial_state) -> None:
+        """Declare the initial state as expressions of the parameters, ``y0(p)``.
+
+        Parameters
+        ----------
+        initial_state : callable or sequence
+            ``initial_state(p)`` returning N expressions (``p`` indexable by
+            position and name, as in ``rhs``), or the N expressions themselves
+            in :attr:`param_symbols`.
+        """
+        if callable(initial_state):
+            p_vec = SymbolVector("p", self.params, self.param_symbols)
+            try:
+                values = initial_state(p_vec)
+            except (IndexError, KeyError, AttributeError) as err:
+                raise type(err)(f"while tracing initial_state: {str(err)}") from err
+        else:
+            values = initial_state
+        if isinstance(values, (sp.MatrixBase, np.ndarray)):
+            values = list(values)
+        if not isinstance(values, Sequence) or isinstance(values, str):
+            raise TypeError(
+                "initial_state must return a sequence of N expressions, "
+                f"got {type(values).__name__}"
+            )
+        if len(values) != self.n_states:
+            raise ValueError(
+                f"initial_state returned {len(values)} values but the system has "
+                f"{self.n_states} states ({', '.join(self.states)})"
+            )
+        allowed = set(self.param_symbols)
+        cleaned = []
+        for i, raw in enumerate(values):
+            label = f"initial_state[{i}] ({self.states[i]})"
+            try:
+                expr = sp.sympify(raw)
+            except (sp.SympifyError, TypeError) as err:
+                raise TypeError(f"{label} is not an expression: {raw!r}") from err
+            if any(expr.has(bad) for bad in _NON_FINITE):
+                raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+            unknown = expr.free_symbols - allowed
+            if unknown:
+                names = ", ".join(sorted(str(s) for s in unknown))
+                raise ValueError(f"{label} may depend on the parameters only; it uses {names}")
+            cleaned.append(expr)
+        self.initial_state_expressions = tuple(cleaned)
+        self.__dict__.pop("fingerprint", None)
+        self.__dict__.pop("initial_state_jacobian", None)
+
+    @cached_property
+    def initial_state_jacobian(self) -> sp.Matrix | None:
+        """``dy0/dp`` as a P x N matrix (``[k, i] = dy0_i/dp_k``), or None."""
+        if self.initial_state_expressions is None:
+            return None
+        return jacobian_wrt_params(self.initial_state_expressions, self.param_symbols)
 
     # exact derivatives (sympy) -----------------------------------------------
     @cached_property
@@ -328,6 +392,11 @@ class OdeSystem:
         written with different names, different whenever an expression differs."""
         text = "|".join(sp.srepr(self.to_canonical(e)) for e in self.rhs_expressions)
         text = f"N={self.n_states};P={self.n_params};{text}"
+        if self.initial_state_expressions is not None:
+            y0_text = "|".join(
+                sp.srepr(self.to_canonical(e)) for e in self.initial_state_expressions
+            )
+            text += f";y0={y0_text}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def __repr__(self) -> str:

@@ -238,7 +238,7 @@ def run_multistep(
                 n_equal_steps = 0
                 h = t_end - t
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
-            error_weights(y_pred, y_pred, rtol, atol, n_err, weights)
+            error_weights(y_pred, y_pred, rtol, atol, n, weights)
             if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:
                 if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
                     # singular Newton matrix: treat as a convergence failure
@@ -261,7 +261,7 @@ def run_multistep(
                     lu,
                     pivots,
                     weights,
-                    n_err,
+                    n,  # Newton converges on every component
                     newton_tol,
                     y_new,
                     d,
@@ -297,7 +297,7 @@ def run_multistep(
                 continue
             last_non_finite = -1
             # local error test
-            error_weights(y_new, y_new, rtol, atol, n_err, weights)
+            error_weights(y_new, y_new, rtol, atol, n, weights)
             scale_err = _error_scale(family, order)
             for i in range(n):
                 err[i] = scale_err * d[i]

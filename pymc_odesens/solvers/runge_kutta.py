@@ -1,4 +1,4 @@
-"""Explicit embedded Runge–Kutta pairs: ``rk45`` (Dormand–Prince 5(4)) and ``ckrk`` (Cash–Karp 5(4)).
+"""Explicit embedded Runge–Kutta pairs: ``rk45`` (Dormand–Prince) and ``ckrk`` (Cash–Karp).
 
 Both propagate the fifth-order solution (local extrapolation) and control the
 error of the embedded fourth-order one in the weighted RMS norm. Output at

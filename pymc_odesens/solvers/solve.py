@@ -12,7 +12,7 @@ from pymc_odesens.solvers.controls import SolverControls, resolve_controls, vali
 from pymc_odesens.solvers.integrate import integrate
 from pymc_odesens.solvers.status import stats_dict
 
-__all__ = ["OdeSolution", "solve", "validate_vector"]
+__all__ = ["OdeProblem", "OdeSolution", "prepare_problem", "solve", "validate_vector"]
 
 
 @dataclass
@@ -65,6 +65,57 @@ def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+@dataclass(frozen=True)
+class OdeProblem:
+    """Validated inputs of one solve (shared by every solve and sensitivity route).
+
+    Attributes
+    ----------
+    system : OdeSystem
+    kernels : CompiledKernels
+    y0 : numpy.ndarray, shape (N,)
+    params : numpy.ndarray, shape (P,)
+    t0 : float
+    times : numpy.ndarray, shape (T,)
+    controls : SolverControls
+    y0_from_params : bool
+        True when ``y0`` was computed from the system's ``y0(p)``.
+    """
+
+    system: OdeSystem
+    kernels: object
+    y0: np.ndarray
+    params: np.ndarray
+    t0: float
+    times: np.ndarray
+    controls: SolverControls
+    y0_from_params: bool
+
+
+def prepare_problem(
+    system, y0, times, params, t0, method, relative_tolerance, absolute_tolerance, max_num_steps
+) -> OdeProblem:
+    """Check every argument (naming the culprit) and compile the system's kernels."""
+    if not isinstance(system, OdeSystem):
+        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    n, p = system.n_states, system.n_params
+    params = validate_vector("params", params, p, "one value per parameter")
+    try:
+        t0 = float(t0)
+    except (TypeError, ValueError):
+        raise TypeError(f"t0 must be a float, got {t0!r}") from None
+    times = validate_times(times, t0)
+    controls = resolve_controls(method, n, relative_tolerance, absolute_tolerance, max_num_steps)
+    kernels = compile_kernels(system)
+    from_params = y0 is None
+    if from_params:
+        if kernels.initial_state is None:
+            raise ValueError("y0 is required: the system declares no initial_state y0(p)")
+        y0 = kernels.evaluate("initial_state", t0, np.zeros(n), params)
+    y0 = validate_vector("y0", y0, n, "one value per state")
+    return OdeProblem(system, kernels, y0, params, t0, times, controls, from_params)
+
+
 def solve(
     system: OdeSystem,
     y0,
@@ -82,8 +133,9 @@ def solve(
     Parameters
     ----------
     system : OdeSystem
-    y0 : array_like, shape (N,)
-        Initial state at ``t0``.
+    y0 : array_like, shape (N,), or None
+        Initial state at ``t0``; None takes the system's ``y0(p)`` (see
+        ``OdeSystem(initial_state=...)``).
     times : array_like, shape (T,)
         Output times, non-decreasing and >= ``t0`` (entries equal to ``t0``
         return ``y0``). The solver does not stop at them: values come from
@@ -117,30 +169,31 @@ def solve(
         ``MaxNumStepsError``, ``StepSizeTooSmallError``, ``NonFiniteRhsError``
         or ``NewtonConvergenceError`` with time, step size and state.
     """
-    if not isinstance(system, OdeSystem):
-        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
-    n, p = system.n_states, system.n_params
-    y0 = validate_vector("y0", y0, n, "one value per state")
-    params = validate_vector("params", params, p, "one value per parameter")
-    try:
-        t0 = float(t0)
-    except (TypeError, ValueError):
-        raise TypeError(f"t0 must be a float, got {t0!r}") from None
-    times = validate_times(times, t0)
-    controls = resolve_controls(method, n, relative_tolerance, absolute_tolerance, max_num_steps)
-    kernels = compile_kernels(system)
+    problem = prepare_problem(
+        system,
+        y0,
+        times,
+        params,
+        t0,
+        method,
+        relative_tolerance,
+        absolute_tolerance,
+        max_num_steps,
+    )
+    n = system.n_states
+    controls = problem.controls
     y_out, stats = integrate(
         method,
-        kernels.rhs,
-        kernels.jac_y,
-        t0,
-        y0,
-        params,
-        times,
+        problem.kernels.rhs,
+        problem.kernels.jac_y,
+        problem.t0,
+        problem.y0,
+        problem.params,
+        problem.times,
         controls,
         n_state=n,
         n_err=n,
         atol=controls.absolute_tolerance,
         state_names=system.states,
     )
-    return OdeSolution(times, y_out, stats_dict(stats), controls, list(system.states))
+    return OdeSolution(problem.times, y_out, stats_dict(stats), controls, list(system.states))

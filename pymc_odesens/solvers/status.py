@@ -98,7 +98,8 @@ def raise_for_status(status: int, info: np.ndarray, method: str, state_names=Non
     if status == NEWTON_FAILED:
         detail = f"; slowest component {what}" if comp is not None else ""
         raise NewtonConvergenceError(
-            f"{method}: the Newton iteration failed {int(extra)} times in one step at {where}{detail}",
+            f"{method}: the Newton iteration failed {int(extra)} times in one step "
+            f"at {where}{detail}",
             t=t,
             step_size=h,
             component=comp,

@@ -1,0 +1,83 @@
+"""Generated right-hand side of the forward-sensitivity system.
+
+The integrated vector is ``z = [y, S_0, S_1, ..., S_{B-1}]`` (DESIGN.md's
+augmented layout, one block of N per sensitivity column) and
+
+    z' = [f, J_y S_0 + J_p[0], ..., J_y S_{P-1} + J_p[P-1], J_y S_P, ...]
+
+with parameter columns first (``wrt`` "params" or "both") and initial-state
+columns after them (``wrt`` "y0" or "both", no inhomogeneous term). ``f``, the
+structurally non-zero entries of ``J_y`` and ``J_p`` share one common
+subexpression elimination; the products ``J_y S_k`` are unrolled over the
+non-zeros only, so the cost per column is the number of non-zeros of ``J_y``.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
+from pymc_odesens.codegen.printer import KernelPrinter
+from pymc_odesens.model import OdeSystem
+
+__all__ = ["WRT_CHOICES", "sensitivity_blocks", "sensitivity_module_source"]
+
+WRT_CHOICES = ("params", "y0", "both")
+
+
+def sensitivity_blocks(system: OdeSystem, wrt: str) -> tuple[int, int]:
+    """``(parameter columns, initial-state columns)`` for ``wrt``."""
+    if wrt not in WRT_CHOICES:
+        raise ValueError(f"wrt must be one of {WRT_CHOICES}, got {wrt!r}")
+    n_p = system.n_params if wrt in ("params", "both") else 0
+    n_y0 = system.n_states if wrt in ("y0", "both") else 0
+    return n_p, n_y0
+
+
+def _is_zero(expr: sp.Expr) -> bool:
+    return expr.is_Number and expr == 0
+
+
+def sensitivity_module_source(system: OdeSystem, wrt: str) -> str:
+    """Source of a module with one cfunc ``sens_rhs`` for the augmented system."""
+    n = system.n_states
+    n_p, n_y0 = sensitivity_blocks(system, wrt)
+    canon = system.to_canonical
+    jac_y, jac_p = system.J_y, system.J_p
+    jy_nz = [(i, j) for i in range(n) for j in range(n) if not _is_zero(jac_y[i, j])]
+    jp_nz = [(k, i) for k in range(n_p) for i in range(n) if not _is_zero(jac_p[k, i])]
+    expressions = (
+        [canon(e) for e in system.rhs_expressions]
+        + [canon(jac_y[i, j]) for i, j in jy_nz]
+        + [canon(jac_p[k, i]) for k, i in jp_nz]
+    )
+    replacements, reduced = sp.cse(expressions, symbols=sp.numbered_symbols("cse"))
+    printer = KernelPrinter()
+    lines = [
+        HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),
+        f"# forward sensitivities wrt {wrt}: {n_p} parameter and {n_y0} initial-state columns",
+        "",
+        "",
+        '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
+        "def sens_rhs(t, y, p, v, out):",
+    ]
+    for symbol, value in replacements:
+        lines.append(f"    {symbol} = {printer.doprint(value)}")
+    for i in range(n):
+        lines.append(f"    out[{i}] = {printer.doprint(reduced[i])}")
+    names = {}
+    for idx, (i, j) in enumerate(jy_nz):
+        names[(i, j)] = f"jy_{i}_{j}"
+        lines.append(f"    jy_{i}_{j} = {printer.doprint(reduced[n + idx])}")
+    jp_value = {}
+    for idx, (k, i) in enumerate(jp_nz):
+        jp_value[(k, i)] = printer.doprint(reduced[n + len(jy_nz) + idx])
+    rows = {i: [j for (ii, j) in jy_nz if ii == i] for i in range(n)}
+    for block in range(n_p + n_y0):
+        base = n * (1 + block)
+        for i in range(n):
+            terms = [f"{names[(i, j)]} * y[{base + j}]" for j in rows[i]]
+            if block < n_p and (block, i) in jp_value:
+                terms.append(f"({jp_value[(block, i)]})")
+            lines.append(f"    out[{base + i}] = {' + '.join(terms) if terms else '0.0'}")
+    return "\n".join(lines) + "\n"

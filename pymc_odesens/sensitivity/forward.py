@@ -1,0 +1,84 @@
+"""Forward sensitivities: integrate ``z = [y, S_0, S_1, ...]`` with any of the four solvers.
+
+The augmented right-hand side ``[f, J_y S_k + J_p[k]]`` is a generated kernel
+(:mod:`pymc_odesens.codegen.sensitivity_source`), never finite differences.
+Explicit methods integrate ``z`` directly; ``bdf`` and ``adams`` run their
+Newton corrector on ``z`` with ONE factorisation of the N x N matrix
+``I - c J_y`` applied to the state block and to every sensitivity block (the
+block-diagonal structure of CVODES' simultaneous corrector; the N(1+P) system
+is never factorised).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_odesens.codegen import compile_sensitivity_kernel
+from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks
+from pymc_odesens.solvers.integrate import integrate
+from pymc_odesens.solvers.solve import OdeProblem
+
+__all__ = ["forward_sensitivities", "initial_sensitivities"]
+
+
+def initial_sensitivities(problem: OdeProblem, n_param_cols: int, n_y0_cols: int) -> np.ndarray:
+    """``S(t0)`` blocks, flattened: ``dy0/dp`` (zero unless ``y0(p)`` is used) then identity."""
+    n = problem.system.n_states
+    blocks = np.zeros((n_param_cols + n_y0_cols, n))
+    if n_param_cols and problem.y0_from_params:
+        blocks[:n_param_cols] = problem.kernels.evaluate(
+            "initial_state_jac", problem.t0, problem.y0, problem.params
+        )
+    blocks[n_param_cols:] = np.eye(n)[:n_y0_cols]
+    return blocks.ravel()
+
+
+def forward_sensitivities(
+    problem: OdeProblem, wrt: str, sensitivity_error_control: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """Integrate states and forward sensitivities.
+
+    Returns
+    -------
+    y : (T, N)
+    S_params : (T, N, P) or None
+    S_y0 : (T, N, N) or None
+    stats : int64 statistics array
+    """
+    system = problem.system
+    n = system.n_states
+    n_p, n_y0 = sensitivity_blocks(system, wrt)
+    blocks = n_p + n_y0
+    z0 = np.concatenate((problem.y0, initial_sensitivities(problem, n_p, n_y0)))
+    atol = problem.controls.absolute_tolerance
+    atol_z = np.tile(atol, 1 + blocks)  # Stan/CVODES: sensitivities share the state tolerances
+    n_err = z0.size if sensitivity_error_control else n
+    z_out, stats = integrate(
+        problem.controls.method,
+        compile_sensitivity_kernel(system, wrt),
+        problem.kernels.jac_y,
+        problem.t0,
+        z0,
+        problem.params,
+        problem.times,
+        problem.controls,
+        n_state=n,
+        n_err=n_err,
+        atol=atol_z,
+        state_names=_component_names(system, n_p, n_y0),
+    )
+    n_times = problem.times.size
+    y = z_out[:, :n].copy()
+    sens = z_out[:, n:].reshape(n_times, blocks, n).transpose(0, 2, 1)
+    s_params = np.ascontiguousarray(sens[:, :, :n_p]) if n_p else None
+    s_y0 = np.ascontiguousarray(sens[:, :, n_p:]) if n_y0 else None
+    return y, s_params, s_y0, stats
+
+
+def _component_names(system, n_p: int, n_y0: int) -> list[str]:
+    names = list(system.states)
+    for k in range(n_p):
+        names += [f"d{s}/d{system.params[k]}" for s in system.states]
+    for j in range(n_y0):
+        names += [f"d{s}/d{system.states[j]}(t0)" for s in system.states]
+    return names

@@ -1,0 +1,46 @@
+"""Result of a sensitivity solve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_odesens.solvers.controls import SolverControls
+
+__all__ = ["SensitivityResult"]
+
+
+@dataclass
+class SensitivityResult:
+    """States and sensitivities at the output times.
+
+    Attributes
+    ----------
+    t : numpy.ndarray, shape (T,)
+    y : numpy.ndarray, shape (T, N)
+    S : numpy.ndarray
+        ``wrt="params"`` or ``"both"``: shape (T, N, P), ``S[t, i, k] = dy_i(t)/dp_k``.
+        ``wrt="y0"``: the state-transition matrix, shape (T, N, N),
+        ``S[t, i, j] = dy_i(t)/dy0_j``.
+    S_y0 : numpy.ndarray or None
+        With ``wrt="both"``: the state-transition matrix (T, N, N).
+    stats : dict
+        Solver statistics (steps, rejected steps, rhs / Jacobian evaluations,
+        LU factorisations, Newton iterations and failures).
+    controls : SolverControls
+    method, sensitivity, wrt : str
+    states, params : list of str
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    S: np.ndarray
+    S_y0: np.ndarray | None
+    stats: dict
+    controls: SolverControls
+    method: str
+    sensitivity: str
+    wrt: str
+    states: list
+    params: list
