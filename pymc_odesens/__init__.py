@@ -7,7 +7,14 @@ Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls.
 
 from pymc_odesens import math
 from pymc_odesens.model import OdeSystem
-from pymc_odesens.sensitivity import SensitivityResult, solve_sensitivity
+from pymc_odesens.sensitivity import (
+    AdjointCheckpoints,
+    AdjointGradient,
+    SensitivityResult,
+    adjoint_forward,
+    adjoint_gradient,
+    solve_sensitivity,
+)
 from pymc_odesens.solvers import (
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -24,6 +31,10 @@ __all__ = [
     "solve",
     "solve_sensitivity",
     "SensitivityResult",
+    "adjoint_gradient",
+    "adjoint_forward",
+    "AdjointGradient",
+    "AdjointCheckpoints",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",

@@ -2,12 +2,14 @@
 
 from pymc_odesens.codegen.kernels import (
     CompiledKernels,
+    compile_adjoint_kernels,
     compile_kernels,
     compile_sensitivity_kernel,
 )
 from pymc_odesens.codegen.signature import KERNEL_SIGNATURE, KERNEL_TYPE
 
 __all__ = [
+    "compile_adjoint_kernels",
     "CompiledKernels",
     "compile_kernels",
     "compile_sensitivity_kernel",

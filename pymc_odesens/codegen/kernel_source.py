@@ -37,7 +37,12 @@ _SIGNATURE = types.void(types.float64, _ptr, _ptr, _ptr, _ptr)
 
 
 def kernel_function_source(
-    name: str, expressions: Sequence[sp.Expr], printer: KernelPrinter
+    name: str,
+    expressions: Sequence[sp.Expr],
+    printer: KernelPrinter,
+    *,
+    arguments: str = "t, y, p, v, out",
+    preamble: Sequence[str] = (),
 ) -> str:
     """Source of one cfunc writing ``out[i] = expressions[i]`` after CSE.
 
@@ -46,14 +51,21 @@ def kernel_function_source(
     name : str
         Function name.
     expressions : sequence of sympy.Expr
-        In canonical symbols (``_t``, ``_y<i>``, ``_p<k>``, ``_v<i>``).
+        In canonical symbols (``_t``, ``_y<i>``, ``_p<k>``, ``_v<i>``), printed
+        as ``t``, ``y[i]``, ``p[k]``, ``v[i]``.
     printer : KernelPrinter
+    arguments : str
+        The cfunc's argument names (the signature's five arguments).
+    preamble : sequence of str
+        Body lines run before the expressions (they may bind ``t``, ``y``,
+        ``p`` and ``v`` to something other than the arguments).
     """
     lines = [
         "",
         "",
         '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
-        f"def {name}(t, y, p, v, out):",
+        f"def {name}({arguments}):",
+        *(f"    {line}" for line in preamble),
     ]
     nonzero = [(i, e) for i, e in enumerate(expressions) if not (e.is_Number and e == 0)]
     replacements, reduced = sp.cse([e for _, e in nonzero], symbols=sp.numbered_symbols("cse"))
@@ -64,7 +76,7 @@ def kernel_function_source(
         lines.append(f"    out[{i}] = 0.0")
     for (i, _), value in zip(nonzero, reduced):
         lines.append(f"    out[{i}] = {printer.doprint(value)}")
-    if len(lines) == 4:
+    if len(lines) == 4 + len(preamble):
         lines.append("    return")
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_odesens.codegen.adjoint_source import adjoint_module_source
 from pymc_odesens.codegen.cache import import_module_from_path, module_path, write_atomically
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, module_source
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
@@ -19,6 +20,8 @@ __all__ = [
     "CompiledKernels",
     "compile_kernels",
     "compile_sensitivity_kernel",
+    "compile_adjoint_kernels",
+    "load_generated_module",
     "kernel_cache_key",
 ]
 
@@ -129,7 +132,22 @@ def compile_kernels(system: OdeSystem) -> CompiledKernels:
     return kernels
 
 
-_LOADED_SENSITIVITY: dict[str, object] = {}
+_LOADED_MODULES: dict[str, object] = {}
+
+
+def load_generated_module(key: str, make_source):
+    """The generated module cached under ``key``: imported once per process, written once.
+
+    ``make_source()`` is called only when the file is not on disk yet.
+    """
+    module = _LOADED_MODULES.get(key)
+    if module is None:
+        path = module_path(key)
+        if not path.exists():
+            write_atomically(path, make_source())
+        module = import_module_from_path(path)
+        _LOADED_MODULES[key] = module
+    return module
 
 
 def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
@@ -144,11 +162,15 @@ def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
     """
     sensitivity_blocks(system, wrt)  # validates wrt
     key = f"{kernel_cache_key(system)}_sens_{wrt}"
-    kernel = _LOADED_SENSITIVITY.get(key)
-    if kernel is None:
-        path = module_path(key)
-        if not path.exists():
-            write_atomically(path, sensitivity_module_source(system, wrt))
-        kernel = import_module_from_path(path).sens_rhs
-        _LOADED_SENSITIVITY[key] = kernel
-    return kernel
+    return load_generated_module(key, lambda: sensitivity_module_source(system, wrt)).sens_rhs
+
+
+def compile_adjoint_kernels(system: OdeSystem):
+    """The cfuncs ``(adjoint_rhs, adjoint_jac)`` of the backward adjoint system.
+
+    See :mod:`pymc_odesens.codegen.adjoint_source` for what they compute and
+    the trajectory buffer they read instead of a plain parameter vector.
+    """
+    key = f"{kernel_cache_key(system)}_adjoint"
+    module = load_generated_module(key, lambda: adjoint_module_source(system))
+    return module.adjoint_rhs, module.adjoint_jac

@@ -18,7 +18,26 @@ __all__ = ["integrate_adams"]
 
 @njit(MULTISTEP_SIGNATURE, cache=True)
 def integrate_adams(
-    rhs, jac, t0, y0, p, times, rtol, atol, max_num_steps, n_state, n_err, y_out, stats, info
+    rhs,
+    jac,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_lu,
+    n_err,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    y_out,
+    stats,
+    info,
 ):
     """Integrate with Adams–Moulton orders 1–12; see :func:`multistep.run_multistep`."""
     return run_multistep(
@@ -33,7 +52,13 @@ def integrate_adams(
         atol,
         max_num_steps,
         n_state,
+        n_lu,
         n_err,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
         y_out,
         stats,
         info,

@@ -17,7 +17,26 @@ __all__ = ["integrate_bdf"]
 
 @njit(MULTISTEP_SIGNATURE, cache=True)
 def integrate_bdf(
-    rhs, jac, t0, y0, p, times, rtol, atol, max_num_steps, n_state, n_err, y_out, stats, info
+    rhs,
+    jac,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_lu,
+    n_err,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    y_out,
+    stats,
+    info,
 ):
     """Integrate with BDF orders 1–5; see :func:`multistep.run_multistep`."""
     return run_multistep(
@@ -32,7 +51,13 @@ def integrate_bdf(
         atol,
         max_num_steps,
         n_state,
+        n_lu,
         n_err,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
         y_out,
         stats,
         info,

@@ -1,6 +1,6 @@
 """The weighted root-mean-square norm of Stan / CVODES and the initial step size.
 
-``||e|| = sqrt( (1/n) sum_i (e_i / (rtol |y_i| + atol_i))^2 )``; a step is
+``||e|| = sqrt( (1/n) sum_i (e_i / (rtol_i |y_i| + atol_i))^2 )``; a step is
 accepted when the norm of its local error estimate is at most 1.
 """
 
@@ -16,9 +16,9 @@ __all__ = ["error_weights", "weighted_rms_norm", "initial_step_size"]
 
 @njit(cache=True, inline="always")
 def error_weights(y_a, y_b, rtol, atol, n, weights):
-    """``weights[i] = 1 / (rtol max(|y_a[i]|, |y_b[i]|) + atol[i])`` for ``i < n``."""
+    """``weights[i] = 1 / (rtol[i] max(|y_a[i]|, |y_b[i]|) + atol[i])`` for ``i < n``."""
     for i in range(n):
-        weights[i] = 1.0 / (rtol * max(abs(y_a[i]), abs(y_b[i])) + atol[i])
+        weights[i] = 1.0 / (rtol[i] * max(abs(y_a[i]), abs(y_b[i])) + atol[i])
 
 
 @njit(cache=True, inline="always")

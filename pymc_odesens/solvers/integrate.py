@@ -7,7 +7,28 @@ import numpy as np
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import SolverControls
 
-__all__ = ["integrate"]
+__all__ = ["integrate", "multistep_integrator", "NO_RECORDING"]
+
+NO_RECORDING = (
+    np.zeros(0),
+    np.zeros((0, 0)),
+    np.zeros((0, 0)),
+    np.zeros(1, dtype=np.int64),
+)
+"""Empty recording arrays (``rec_t, rec_y, rec_f, rec_count``) for runs that record nothing."""
+
+
+def multistep_integrator(method: str):
+    """The compiled ``bdf`` or ``adams`` entry point (see :data:`multistep.MULTISTEP_SIGNATURE`)."""
+    if method == "bdf":
+        from pymc_odesens.solvers.bdf import integrate_bdf
+
+        return integrate_bdf
+    if method == "adams":
+        from pymc_odesens.solvers.adams import integrate_adams
+
+        return integrate_adams
+    raise ValueError(f"method must be 'bdf' or 'adams' for a multistep integrator, got {method!r}")
 
 
 def integrate(
@@ -58,7 +79,7 @@ def integrate(
     y_out = np.empty((times.size, y0.size))
     stats = st.new_stats()
     info = np.zeros(st.INFO_SIZE)
-    rtol = controls.relative_tolerance
+    rtol = np.full(y0.size, controls.relative_tolerance)
     steps = controls.max_num_steps
     if method in ("rk45", "ckrk"):
         from pymc_odesens.solvers.runge_kutta import RK_METHOD_IDS, integrate_explicit_rk
@@ -78,17 +99,27 @@ def integrate(
             stats,
             info,
         )
-    elif method == "bdf":
-        from pymc_odesens.solvers.bdf import integrate_bdf
-
-        code = integrate_bdf(
-            rhs, jac_y, t0, y0, params, times, rtol, atol, steps, n_state, n_err, y_out, stats, info
-        )
     else:
-        from pymc_odesens.solvers.adams import integrate_adams
-
-        code = integrate_adams(
-            rhs, jac_y, t0, y0, params, times, rtol, atol, steps, n_state, n_err, y_out, stats, info
+        integrator = multistep_integrator(method)
+        no_record = NO_RECORDING
+        code = integrator(
+            rhs,
+            jac_y,
+            t0,
+            y0,
+            params,
+            times,
+            rtol,
+            atol,
+            steps,
+            n_state,
+            y0.size,  # every component goes through the LU blocks
+            n_err,
+            0,
+            *no_record,
+            y_out,
+            stats,
+            info,
         )
     st.raise_for_status(code, info, method, state_names)
     return y_out, stats

@@ -17,7 +17,17 @@ the dense output. Everything else is shared and follows CVODE:
   once q+1 steps of equal size have been taken.
 
 For a vector made of B blocks of N components (the state and its forward
-sensitivities), the same N x N factorisation serves every block.
+sensitivities), the same N x N factorisation serves every block. Components
+after the first ``n_lu`` are quadratures (their right-hand side does not
+depend on them, as in the adjoint's ``mu' = J_p^T lambda``): their Newton
+matrix is the identity, so they converge one iteration behind the blocks.
+
+Relative tolerances are per component, so that one integration can carry
+states and quadratures with different controls (Stan's adjoint interface).
+A run can record its trajectory: every ``record_every`` accepted steps the
+time, the leading ``rec_y.shape[1]`` components and (if ``rec_f`` has rows)
+their derivative are stored; this serves both the adjoint's checkpoints and
+the step-by-step data that its backward pass interpolates.
 """
 
 from __future__ import annotations
@@ -71,11 +81,17 @@ MULTISTEP_SIGNATURE = types.int64(
     types.float64[::1],  # y0
     types.float64[::1],  # p
     types.float64[::1],  # times
-    types.float64,  # rtol
-    types.float64[::1],  # atol
+    types.float64[::1],  # rtol (per component)
+    types.float64[::1],  # atol (per component)
     types.int64,  # max_num_steps
     types.int64,  # n_state (block size N)
+    types.int64,  # n_lu: leading components solved with the N x N LU (a multiple of N)
     types.int64,  # n_err
+    types.int64,  # record_every: record every k-th accepted step (0: no recording)
+    types.float64[::1],  # rec_t (capacity,)
+    types.float64[:, ::1],  # rec_y (capacity, recorded components)
+    types.float64[:, ::1],  # rec_f (capacity or 0, recorded components)
+    types.int64[::1],  # rec_count (1,): number of records written
     types.float64[:, ::1],  # y_out
     types.int64[::1],  # stats
     types.float64[::1],  # info
@@ -134,6 +150,22 @@ def _dense_output(family, table, order, t_new, h, y_new, t_out, poly, out):
 
 
 @njit(cache=True)
+def _record(t, y, f, rec_t, rec_y, rec_f, rec_count):
+    """Append ``t``, the leading components of ``y`` (and ``f``); False when full."""
+    k = rec_count[0]
+    if k >= rec_t.size:
+        return False
+    rec_t[k] = t
+    for i in range(rec_y.shape[1]):
+        rec_y[k, i] = y[i]
+    if rec_f.shape[0] > 0:
+        for i in range(rec_f.shape[1]):
+            rec_f[k, i] = f[i]
+    rec_count[0] = k + 1
+    return True
+
+
+@njit(cache=True)
 def run_multistep(
     family,
     rhs,
@@ -146,14 +178,21 @@ def run_multistep(
     atol,
     max_num_steps,
     n_state,
+    n_lu,
     n_err,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
     y_out,
     stats,
     info,
 ):
     """Integrate with the formula ``family`` (BDF or ADAMS); write ``y`` at ``times``.
 
-    Returns a status code of :mod:`pymc_odesens.solvers.status`.
+    Returns a status code of :mod:`pymc_odesens.solvers.status`
+    (``RECORD_FULL`` when the recording arrays are too short).
     """
     max_order = _max_order(family)
     n = y0.size
@@ -194,6 +233,11 @@ def run_multistep(
     if bad >= 0:
         info[0], info[1], info[2] = t, 0.0, bad
         return st.NON_FINITE_RHS
+    rec_count[0] = 0
+    if record_every > 0:
+        if not _record(t, y0, f, rec_t, rec_y, rec_f, rec_count):
+            info[0], info[1], info[2], info[3] = t, 0.0, -1, rec_t.size
+            return st.RECORD_FULL
     h = initial_step_size(
         rhs, t, y0, f, p, v, rtol, atol, n_err, 1, t_end - t, work, dense, weights
     )
@@ -201,7 +245,11 @@ def run_multistep(
     _initialise(family, table, y0, f, h)
     order = 1
     n_equal_steps = 0
-    newton_tol = max(10.0 * np.finfo(np.float64).eps / rtol, min(0.03, rtol**0.5))
+    rtol_min = rtol[0]
+    for i in range(n):
+        rtol_min = min(rtol_min, rtol[i])
+    newton_tol = max(10.0 * np.finfo(np.float64).eps / rtol_min, min(0.03, rtol_min**0.5))
+    n_accepted = 0
 
     jac(t, y0.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
     stats[st.N_JAC] += 1
@@ -261,6 +309,7 @@ def run_multistep(
                     lu,
                     pivots,
                     weights,
+                    n_lu,
                     n,  # Newton converges on every component
                     newton_tol,
                     y_new,
@@ -340,6 +389,14 @@ def run_multistep(
         _accept(family, table, order, d, c, work)
         for i in range(n):
             y_cur[i] = y_new[i]
+        n_accepted += 1
+        if record_every > 0 and n_accepted % record_every == 0:
+            if rec_f.shape[0] > 0:
+                rhs(t_new, y_new.ctypes, p.ctypes, v.ctypes, f.ctypes)
+                stats[st.N_RHS] += 1
+            if not _record(t_new, y_new, f, rec_t, rec_y, rec_f, rec_count):
+                info[0], info[1], info[2], info[3] = t_new, h, -1, rec_t.size
+                return st.RECORD_FULL
         while out_index < n_times and times[out_index] <= t_new:
             if times[out_index] == t_new:
                 y_out[out_index, :] = y_new

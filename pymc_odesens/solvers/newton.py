@@ -45,17 +45,19 @@ def factor_newton_matrix(jac, c, lu, pivots, stats):
 
 @njit(cache=True)
 def newton_corrector(
-    rhs, p, v, t_new, y_pred, c, c_lu, psi, lu, pivots, weights, n_err, tol, y, d, f, stats
+    rhs, p, v, t_new, y_pred, c, c_lu, psi, lu, pivots, weights, n_lu, n_err, tol, y, d, f, stats
 ):
     """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` by modified Newton.
 
-    Returns ``(outcome, iterations)`` with outcome CONVERGED, DIVERGED or
-    NON_FINITE; ``y`` and ``d`` hold the last iterate and ``f``
-    are overwritten (``f`` is work space).
+    The first ``n_lu`` components (blocks of ``lu.shape[0]``) are corrected
+    with the factorised Newton matrix; the rest are quadratures with an
+    identity Newton matrix. Returns ``(outcome, iterations)`` with outcome
+    CONVERGED, DIVERGED or NON_FINITE; ``y`` and ``d`` hold the last iterate
+    and ``f`` is overwritten (work space).
     """
     n = y.size
     n_block = lu.shape[0]
-    blocks = n // n_block
+    blocks = n_lu // n_block
     for i in range(n):
         y[i] = y_pred[i]
         d[i] = 0.0

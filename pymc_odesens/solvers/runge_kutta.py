@@ -107,7 +107,7 @@ _SIGNATURE = types.int64(
     types.float64[::1],  # y0
     types.float64[::1],  # p
     types.float64[::1],  # times
-    types.float64,  # rtol
+    types.float64[::1],  # rtol (per component)
     types.float64[::1],  # atol (per component)
     types.int64,  # max_num_steps
     types.int64,  # n_err: leading components in the error norm

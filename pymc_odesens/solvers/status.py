@@ -21,6 +21,7 @@ MAX_NUM_STEPS = 1
 STEP_TOO_SMALL = 2
 NON_FINITE_RHS = 3
 NEWTON_FAILED = 4
+RECORD_FULL = 5  # internal: the trajectory recording arrays are full
 
 INFO_SIZE = 4
 
@@ -104,5 +105,10 @@ def raise_for_status(status: int, info: np.ndarray, method: str, state_names=Non
             step_size=h,
             component=comp,
             method=method,
+        )
+    if status == RECORD_FULL:
+        raise RuntimeError(
+            f"{method}: trajectory recording full ({int(extra)} records) at {where}; "
+            "the caller must provide larger recording arrays"
         )
     raise RuntimeError(f"{method}: unknown solver status {status}")

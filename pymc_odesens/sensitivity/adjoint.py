@@ -1,0 +1,333 @@
+"""Adjoint gradients with checkpointing, controlled as Stan's ``ode_adjoint_tol_ctl``.
+
+For a scalar ``L`` of the solution at the output times, with cotangent
+``g_i = dL/dy(t_i)``, the adjoint ``lambda`` solves ``lambda' = -J_y^T lambda``
+backwards from the last output time with jumps ``lambda += g_i`` at each
+``t_i``, and
+
+    dL/dp  = int_{t0}^{t_T} lambda^T (df/dp) dt  +  (dy0/dp) lambda(t0)
+    dL/dy0 = lambda(t0)
+
+The cost is one forward N-dimensional solve, one re-integration of it between
+checkpoints, and one backward solve of N + P components whose P quadratures
+need no linear algebra: independent of P in the Newton work, unlike forward
+sensitivities.
+
+Use :func:`adjoint_gradient` for one gradient, or the two phases
+:func:`adjoint_forward` (solve once, keep checkpoints) and
+:meth:`AdjointCheckpoints.backward` (any number of cotangents) when the
+cotangent depends on the solution, as in a log-likelihood.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pymc_odesens.codegen import compile_adjoint_kernels
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.sensitivity.adjoint_backward import (
+    BACKWARD_INFO_SIZE,
+    PHASE_REINTEGRATION,
+    backward_pass,
+)
+from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
+from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.integrate import multistep_integrator
+from pymc_odesens.solvers.multistep import ADAMS, BDF
+from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
+from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
+
+__all__ = ["AdjointCheckpoints", "AdjointGradient", "adjoint_forward", "adjoint_gradient"]
+
+_FAMILY = {"bdf": BDF, "adams": ADAMS}
+_INITIAL_CHECKPOINT_CAPACITY = 64
+
+
+@dataclass
+class AdjointGradient:
+    """Result of an adjoint backward pass.
+
+    Attributes
+    ----------
+    params : numpy.ndarray, shape (P,)
+        ``dL/dp`` (including the path through ``y0(p)`` when the system
+        declares its initial state as a function of the parameters).
+    y0 : numpy.ndarray, shape (N,)
+        ``dL/dy0`` (= ``lambda(t0)``).
+    y : numpy.ndarray, shape (T, N)
+        The forward solution at the output times.
+    stats : dict
+        ``forward``, ``reintegration`` and ``backward`` solver statistics and
+        ``n_checkpoints``.
+    """
+
+    params: np.ndarray
+    y0: np.ndarray
+    y: np.ndarray
+    stats: dict
+
+
+@dataclass
+class AdjointCheckpoints:
+    """Forward pass of an adjoint gradient: the solution at the output times and checkpoints.
+
+    Attributes
+    ----------
+    t : numpy.ndarray, shape (T,)
+    y : numpy.ndarray, shape (T, N)
+    checkpoint_times : numpy.ndarray, shape (C,)
+    checkpoint_states : numpy.ndarray, shape (C, N)
+        The forward state every ``num_steps_between_checkpoints`` steps
+        (the first at ``t0``). Memory is bounded by these, not by the steps.
+    controls : AdjointControls
+    stats : dict
+        Statistics of the forward solve.
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    checkpoint_times: np.ndarray
+    checkpoint_states: np.ndarray
+    controls: AdjointControls
+    stats: dict
+    problem: OdeProblem = field(repr=False)
+    _buffer_capacity: int = field(default=0, repr=False)
+
+    def backward(self, cotangent) -> AdjointGradient:
+        """Gradient of ``L`` given ``cotangent[i] = dL/dy(t_i)``, shape (T, N).
+
+        Raises
+        ------
+        ValueError
+            If ``cotangent`` has the wrong shape or is not finite.
+        pymc_odesens.OdeSolverError
+            If the re-integration or the backward solve fails.
+        """
+        problem = self.problem
+        system = problem.system
+        n, p = system.n_states, system.n_params
+        cot = _validate_cotangent(cotangent, self.t.size, n)
+        controls = self.controls
+        adjoint_rhs, adjoint_jac = compile_adjoint_kernels(system)
+        kernels = problem.kernels
+        params = problem.params if p else np.zeros(1)
+        rtol_f = np.full(n, controls.relative_tolerance_forward)
+        rtol_b = np.concatenate(
+            (
+                np.full(n, controls.relative_tolerance_backward),
+                np.full(p, controls.relative_tolerance_quadrature),
+            )
+        )
+        atol_b = np.concatenate(
+            (
+                controls.absolute_tolerance_backward,
+                np.full(p, controls.absolute_tolerance_quadrature),
+            )
+        )
+        capacity = self._buffer_capacity or 2 * controls.num_steps_between_checkpoints + 64
+        while True:
+            buf = new_trajectory_buffer(
+                problem.params, n, capacity, controls.interpolation_polynomial
+            )
+            z = np.zeros(n + p)
+            stats_f = st.new_stats()
+            stats_b = st.new_stats()
+            info = np.zeros(BACKWARD_INFO_SIZE)
+            code = backward_pass(
+                _FAMILY[controls.forward_method],
+                _FAMILY[controls.backward_method],
+                kernels.rhs,
+                kernels.jac_y,
+                adjoint_rhs,
+                adjoint_jac,
+                problem.t0,
+                params,
+                self.t,
+                cot,
+                self.checkpoint_times,
+                self.checkpoint_states,
+                self.checkpoint_times.size,
+                rtol_f,
+                controls.absolute_tolerance_forward,
+                rtol_b,
+                atol_b,
+                controls.max_num_steps,
+                buf,
+                z,
+                stats_f,
+                stats_b,
+                info,
+            )
+            if code != st.RECORD_FULL:
+                break
+            capacity *= 2  # a re-integrated stretch took more steps than expected
+        self._buffer_capacity = capacity
+        if code != st.SUCCESS:
+            if int(info[4]) == PHASE_REINTEGRATION:
+                label = f"adjoint re-integration ({controls.forward_method})"
+                names = system.states
+            else:
+                label = f"adjoint backward solve ({controls.backward_method})"
+                names = [f"lambda_{s}" for s in system.states] + [f"mu_{q}" for q in system.params]
+            st.raise_for_status(code, info[: st.INFO_SIZE], label, names)
+        lam = z[:n].copy()
+        grad_p = z[n:].copy()
+        if problem.y0_from_params and p:
+            jac0 = kernels.evaluate("initial_state_jac", problem.t0, problem.y0, problem.params)
+            grad_p += jac0 @ lam
+        stats = {
+            "forward": dict(self.stats),
+            "reintegration": st.stats_dict(stats_f),
+            "backward": st.stats_dict(stats_b),
+            "n_checkpoints": int(self.checkpoint_times.size),
+        }
+        return AdjointGradient(params=grad_p, y0=lam, y=self.y, stats=stats)
+
+
+def _validate_cotangent(cotangent, n_times: int, n_states: int) -> np.ndarray:
+    try:
+        cot = np.asarray(cotangent, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"cotangent must be an array of shape ({n_times}, {n_states}) (dL/dy at each output "
+            f"time), got {cotangent!r}"
+        ) from None
+    if cot.shape != (n_times, n_states):
+        raise ValueError(
+            f"cotangent must have shape ({n_times}, {n_states}) (dL/dy at each output time); "
+            f"got shape {cot.shape}"
+        )
+    if not np.all(np.isfinite(cot)):
+        raise ValueError("cotangent must be finite")
+    return np.ascontiguousarray(cot)
+
+
+def adjoint_forward(
+    system: OdeSystem, y0, times, params, *, t0: float = 0.0, **controls
+) -> AdjointCheckpoints:
+    """Forward phase of an adjoint gradient: solve and keep checkpoints.
+
+    Parameters are those of :func:`adjoint_gradient` without the cotangent.
+
+    Returns
+    -------
+    AdjointCheckpoints
+        ``.y`` holds the solution at ``times``; call ``.backward(cotangent)``
+        for gradients.
+    """
+    if not isinstance(system, OdeSystem):
+        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    ctl = resolve_adjoint_controls(system.n_states, **controls)
+    problem = prepare_problem(
+        system,
+        y0,
+        times,
+        params,
+        t0,
+        ctl.forward_method,
+        ctl.relative_tolerance_forward,
+        ctl.absolute_tolerance_forward,
+        ctl.max_num_steps,
+    )
+    n = system.n_states
+    integrator = multistep_integrator(ctl.forward_method)
+    params_arr = problem.params if system.n_params else np.zeros(1)
+    rtol = np.full(n, ctl.relative_tolerance_forward)
+    capacity = _INITIAL_CHECKPOINT_CAPACITY
+    while True:
+        ckpt_t = np.zeros(capacity)
+        ckpt_y = np.zeros((capacity, n))
+        count = np.zeros(1, dtype=np.int64)
+        y_out = np.empty((problem.times.size, n))
+        stats = st.new_stats()
+        info = np.zeros(st.INFO_SIZE)
+        code = integrator(
+            problem.kernels.rhs,
+            problem.kernels.jac_y,
+            problem.t0,
+            problem.y0,
+            params_arr,
+            problem.times,
+            rtol,
+            ctl.absolute_tolerance_forward,
+            ctl.max_num_steps,
+            n,
+            n,
+            n,
+            ctl.num_steps_between_checkpoints,
+            ckpt_t,
+            ckpt_y,
+            np.zeros((0, 0)),
+            count,
+            y_out,
+            stats,
+            info,
+        )
+        if code != st.RECORD_FULL:
+            break
+        capacity *= 4
+    st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
+    k = int(count[0])
+    return AdjointCheckpoints(
+        t=problem.times,
+        y=y_out,
+        checkpoint_times=ckpt_t[:k].copy(),
+        checkpoint_states=ckpt_y[:k].copy(),
+        controls=ctl,
+        stats=st.stats_dict(stats),
+        problem=problem,
+    )
+
+
+def adjoint_gradient(
+    system: OdeSystem, y0, times, params, cotangent, *, t0: float = 0.0, **controls
+) -> AdjointGradient:
+    """Vector-Jacobian product of the ODE solution by the adjoint method.
+
+    Parameters
+    ----------
+    system : OdeSystem
+    y0 : array_like, shape (N,), or None
+        Initial state; None takes the system's ``y0(p)``.
+    times : array_like, shape (T,)
+        Output times, non-decreasing and >= ``t0``.
+    params : array_like, shape (P,)
+    cotangent : array_like, shape (T, N)
+        ``dL/dy(t_i)`` for a scalar ``L``.
+    t0 : float
+    **controls
+        Stan's ``ode_adjoint_tol_ctl`` controls, same names and meanings
+        (defaults in brackets; Stan itself requires every one):
+
+        - ``relative_tolerance_forward`` [1e-6], ``absolute_tolerance_forward``
+          [1e-6, scalar or one per state]: the forward solve and the
+          re-integration between checkpoints.
+        - ``relative_tolerance_backward`` [1e-6], ``absolute_tolerance_backward``
+          [1e-6, scalar or one per state]: the adjoint states ``lambda``.
+        - ``relative_tolerance_quadrature`` [1e-6],
+          ``absolute_tolerance_quadrature`` [1e-6]: the P quadratures
+          ``mu`` (they take part in the backward error test).
+        - ``max_num_steps`` [1e8]: steps between output times, each phase.
+        - ``num_steps_between_checkpoints`` [150].
+        - ``interpolation_polynomial`` [1]: forward state between recorded
+          steps, 1 cubic Hermite (states and derivatives), 2 cubic polynomial
+          through four recorded states.
+        - ``solver_forward``, ``solver_backward`` [2, 2]: 1 ``adams``, 2 ``bdf``
+          (the names are accepted too).
+
+    Returns
+    -------
+    AdjointGradient
+        ``.params`` (P,), ``.y0`` (N,), ``.y`` (T, N), ``.stats``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments or controls (named in the message).
+    pymc_odesens.OdeSolverError
+        A failure of any phase; the message names the phase.
+    """
+    checkpoints = adjoint_forward(system, y0, times, params, t0=t0, **controls)
+    return checkpoints.backward(cotangent)
