@@ -27,21 +27,14 @@ import numpy as np
 
 from pymc_odesens.codegen import compile_adjoint_kernels
 from pymc_odesens.model import OdeSystem
-from pymc_odesens.sensitivity.adjoint_backward import (
-    BACKWARD_INFO_SIZE,
-    PHASE_REINTEGRATION,
-    backward_pass,
-)
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.integrate import multistep_integrator
-from pymc_odesens.solvers.multistep import ADAMS, BDF
 from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
 
 __all__ = ["AdjointCheckpoints", "AdjointGradient", "adjoint_forward", "adjoint_gradient"]
 
-_FAMILY = {"bdf": BDF, "adams": ADAMS}
 _INITIAL_CHECKPOINT_CAPACITY = 64
 
 
@@ -107,6 +100,16 @@ class AdjointCheckpoints:
         """
         problem = self.problem
         system = problem.system
+        # compiled on first use, not at import
+        from pymc_odesens.sensitivity.adjoint_backward import (
+            BACKWARD_INFO_SIZE,
+            PHASE_REINTEGRATION,
+            backward_pass,
+        )
+        from pymc_odesens.solvers.multistep import ADAMS, BDF
+
+        family = {"bdf": BDF, "adams": ADAMS}
+
         n, p = system.n_states, system.n_params
         cot = _validate_cotangent(cotangent, self.t.size, n)
         controls = self.controls
@@ -136,8 +139,8 @@ class AdjointCheckpoints:
             stats_b = st.new_stats()
             info = np.zeros(BACKWARD_INFO_SIZE)
             code = backward_pass(
-                _FAMILY[controls.forward_method],
-                _FAMILY[controls.backward_method],
+                family[controls.forward_method],
+                family[controls.backward_method],
                 kernels.rhs,
                 kernels.jac_y,
                 adjoint_rhs,

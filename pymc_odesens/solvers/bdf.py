@@ -8,57 +8,14 @@ order selection from error estimates at neighbouring orders. For stiff problems.
 
 from __future__ import annotations
 
-from numba import njit
-
-from pymc_odesens.solvers.multistep import BDF, MULTISTEP_SIGNATURE, run_multistep
+from pymc_odesens.solvers.multistep import BDF, run_multistep
 
 __all__ = ["integrate_bdf"]
 
 
-@njit(MULTISTEP_SIGNATURE, cache=True)
-def integrate_bdf(
-    rhs,
-    jac,
-    t0,
-    y0,
-    p,
-    times,
-    rtol,
-    atol,
-    max_num_steps,
-    n_state,
-    n_lu,
-    n_err,
-    record_every,
-    rec_t,
-    rec_y,
-    rec_f,
-    rec_count,
-    y_out,
-    stats,
-    info,
-):
-    """Integrate with BDF orders 1–5; see :func:`multistep.run_multistep`."""
-    return run_multistep(
-        BDF,
-        rhs,
-        jac,
-        t0,
-        y0,
-        p,
-        times,
-        rtol,
-        atol,
-        max_num_steps,
-        n_state,
-        n_lu,
-        n_err,
-        record_every,
-        rec_t,
-        rec_y,
-        rec_f,
-        rec_count,
-        y_out,
-        stats,
-        info,
-    )
+def integrate_bdf(*args):
+    """Integrate with BDF orders 1–5: :func:`multistep.run_multistep` with the ``BDF`` family.
+
+    Takes the arguments of :data:`multistep.MULTISTEP_SIGNATURE` after the family.
+    """
+    return run_multistep(BDF, *args)

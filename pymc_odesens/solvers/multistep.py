@@ -75,6 +75,7 @@ BIAS_HIGHER = 10.0
 STEP_CHANGE_THRESHOLD = 1.5
 
 MULTISTEP_SIGNATURE = types.int64(
+    types.int64,  # formula family: BDF or ADAMS
     KERNEL_TYPE,  # rhs (of the full, possibly block-augmented vector)
     KERNEL_TYPE,  # J_y of the first block (N x N)
     types.float64,  # t0
@@ -165,7 +166,7 @@ def _record(t, y, f, rec_t, rec_y, rec_f, rec_count):
     return True
 
 
-@njit(cache=True)
+@njit(MULTISTEP_SIGNATURE, cache=True)
 def run_multistep(
     family,
     rhs,
@@ -190,6 +191,9 @@ def run_multistep(
     info,
 ):
     """Integrate with the formula ``family`` (BDF or ADAMS); write ``y`` at ``times``.
+
+    Compiled once, eagerly, for both families and every model (kernels are
+    function-pointer arguments): ``bdf`` and ``adams`` share this machine code.
 
     Returns a status code of :mod:`pymc_odesens.solvers.status`
     (``RECORD_FULL`` when the recording arrays are too short).

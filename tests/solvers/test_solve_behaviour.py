@@ -14,7 +14,9 @@ ALL = ("rk45", "ckrk", "bdf", "adams")
 @pytest.fixture(scope="module")
 def oscillator():
     # Stan's damped harmonic oscillator
-    return OdeSystem(lambda t, y, p: [y[1], -y[0] - p[0] * y[1]], states=["x", "v"], params=["theta"])
+    return OdeSystem(
+        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]], states=["x", "v"], params=["theta"]
+    )
 
 
 def exact_oscillator(t, theta=0.15):
@@ -28,8 +30,15 @@ def exact_oscillator(t, theta=0.15):
 @pytest.mark.parametrize("method", ALL)
 def test_outputs_at_t0_duplicates_and_exact_values(oscillator, method):
     times = np.array([0.0, 0.0, 0.5, 0.5, 3.0, 10.0])
-    result = solve(oscillator, [1.0, 0.0], times, [0.15], method=method,
-                   relative_tolerance=1e-9, absolute_tolerance=1e-11)
+    result = solve(
+        oscillator,
+        [1.0, 0.0],
+        times,
+        [0.15],
+        method=method,
+        relative_tolerance=1e-9,
+        absolute_tolerance=1e-11,
+    )
     np.testing.assert_array_equal(result.y[:2], [[1.0, 0.0], [1.0, 0.0]])
     np.testing.assert_array_equal(result.y[2], result.y[3])
     np.testing.assert_allclose(result.y, exact_oscillator(times), atol=2e-7)
@@ -39,11 +48,25 @@ def test_outputs_at_t0_duplicates_and_exact_values(oscillator, method):
 @pytest.mark.parametrize("method", ALL)
 def test_output_times_do_not_force_steps(oscillator, method):
     """Dense output: many output times leave the step sequence unchanged."""
-    few = solve(oscillator, [1.0, 0.0], [0.0, 10.0], [0.15], method=method,
-                relative_tolerance=1e-8, absolute_tolerance=1e-10)
+    few = solve(
+        oscillator,
+        [1.0, 0.0],
+        [0.0, 10.0],
+        [0.15],
+        method=method,
+        relative_tolerance=1e-8,
+        absolute_tolerance=1e-10,
+    )
     many_times = np.linspace(0.0, 10.0, 1001)
-    many = solve(oscillator, [1.0, 0.0], many_times, [0.15], method=method,
-                 relative_tolerance=1e-8, absolute_tolerance=1e-10)
+    many = solve(
+        oscillator,
+        [1.0, 0.0],
+        many_times,
+        [0.15],
+        method=method,
+        relative_tolerance=1e-8,
+        absolute_tolerance=1e-10,
+    )
     assert many.stats["n_steps"] == few.stats["n_steps"]
     np.testing.assert_allclose(many.y[-1], few.y[-1], rtol=0, atol=1e-14)
     np.testing.assert_allclose(many.y, exact_oscillator(many_times), atol=1e-6)
@@ -54,8 +77,16 @@ def test_nonzero_t0_and_time_dependent_rhs():
     t0 = 1.0
     times = np.array([1.0, 1.5, 2.0])
     for method in ALL:
-        result = solve(system, [2.0], times, [0.5], t0=t0, method=method,
-                       relative_tolerance=1e-10, absolute_tolerance=1e-12)
+        result = solve(
+            system,
+            [2.0],
+            times,
+            [0.5],
+            t0=t0,
+            method=method,
+            relative_tolerance=1e-10,
+            absolute_tolerance=1e-12,
+        )
         exact = 2.0 * np.exp(0.25 * (times**2 - t0**2))
         np.testing.assert_allclose(result.y[:, 0], exact, rtol=1e-7)
 
@@ -86,29 +117,51 @@ def test_stan_defaults():
 
 def test_tighter_tolerance_costs_more_steps(oscillator):
     loose = solve(oscillator, [1.0, 0.0], [10.0], [0.15], method="rk45")  # Stan default 1e-6
-    tight = solve(oscillator, [1.0, 0.0], [10.0], [0.15], method="rk45", relative_tolerance=1e-10,
-                  absolute_tolerance=1e-10)
+    tight = solve(
+        oscillator,
+        [1.0, 0.0],
+        [10.0],
+        [0.15],
+        method="rk45",
+        relative_tolerance=1e-10,
+        absolute_tolerance=1e-10,
+    )
     assert tight.stats["n_steps"] > 3 * loose.stats["n_steps"]
 
 
 def test_per_state_absolute_tolerance_is_used():
     """A large absolute tolerance on a state that dominates the error loosens the control."""
     system = OdeSystem(lambda t, y, p: [-y[0], -50.0 * y[1]], 2, 0)
-    base = solve(system, [1.0, 1.0], [5.0], [], method="bdf", relative_tolerance=1e-6,
-                 absolute_tolerance=[1e-9, 1e-9])
-    loose = solve(system, [1.0, 1.0], [5.0], [], method="bdf", relative_tolerance=1e-6,
-                  absolute_tolerance=[1e-9, 1e-1])
+    base = solve(
+        system,
+        [1.0, 1.0],
+        [5.0],
+        [],
+        method="bdf",
+        relative_tolerance=1e-6,
+        absolute_tolerance=[1e-9, 1e-9],
+    )
+    loose = solve(
+        system,
+        [1.0, 1.0],
+        [5.0],
+        [],
+        method="bdf",
+        relative_tolerance=1e-6,
+        absolute_tolerance=[1e-9, 1e-1],
+    )
     assert loose.stats["n_steps"] < base.stats["n_steps"]
 
 
 def test_solvers_compile_once_for_all_models():
-    from pymc_odesens.solvers.bdf import integrate_bdf
+    from pymc_odesens.solvers.multistep import run_multistep
     from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
 
     first = OdeSystem(lambda t, y, p: [-p[0] * y[0]], 1, 1)
-    second = OdeSystem(lambda t, y, p: [y[1], -y[0] ** 3 - p[0] * y[1], -y[2] + y[0]], 3, 1)
+    second = OdeSystem(lambda t, y, p: [y[1], -(y[0] ** 3) - p[0] * y[1], -y[2] + y[0]], 3, 1)
     for system, y0 in ((first, [1.0]), (second, [1.0, 0.0, 0.0])):
         solve(system, y0, [1.0], [0.3], method="bdf")
+        solve(system, y0, [1.0], [0.3], method="adams")
         solve(system, y0, [1.0], [0.3], method="rk45")
-    assert len(integrate_bdf.signatures) == 1
+    assert len(run_multistep.signatures) == 1  # bdf and adams share one compiled driver
     assert len(integrate_explicit_rk.signatures) == 1
