@@ -7,6 +7,14 @@ Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls.
 
 from pymc_odesens import math
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.pymc import (
+    OdeSolverFailureWarning,
+    choose_sensitivity_route,
+    failure_counts,
+    failure_summary,
+    ode_solution,
+    reset_failure_counts,
+)
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
@@ -27,6 +35,12 @@ from pymc_odesens.solvers import (
 
 __all__ = [
     "OdeSystem",
+    "ode_solution",
+    "choose_sensitivity_route",
+    "failure_counts",
+    "failure_summary",
+    "reset_failure_counts",
+    "OdeSolverFailureWarning",
     "math",
     "solve",
     "solve_sensitivity",

@@ -54,7 +54,7 @@ BACKWARD_SIGNATURE = types.int64(
 )
 
 
-@njit(BACKWARD_SIGNATURE, cache=True)
+@njit(BACKWARD_SIGNATURE, cache=True, nogil=True)
 def backward_pass(
     family_forward,
     family_backward,

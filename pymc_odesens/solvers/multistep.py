@@ -166,7 +166,7 @@ def _record(t, y, f, rec_t, rec_y, rec_f, rec_count):
     return True
 
 
-@njit(MULTISTEP_SIGNATURE, cache=True)
+@njit(MULTISTEP_SIGNATURE, cache=True, nogil=True)
 def run_multistep(
     family,
     rhs,

@@ -172,7 +172,7 @@ def _cash_karp_substep(rhs, t, y, k, p, v, h_sub, k_sub, y_stage, out):
         out[i] = y[i] + h_sub * acc
 
 
-@njit(_SIGNATURE, cache=True)
+@njit(_SIGNATURE, cache=True, nogil=True)
 def integrate_explicit_rk(
     rhs, t0, y0, p, times, rtol, atol, max_num_steps, n_err, method, y_out, stats, info
 ):

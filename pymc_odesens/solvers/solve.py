@@ -62,7 +62,7 @@ def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
         raise ValueError(f"{argument} must have shape ({size},) ({what}); got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{argument} must be finite; got {arr}")
-    return np.ascontiguousarray(arr)
+    return np.array(arr, dtype=np.float64, order="C")  # a copy: results must not alias inputs
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,218 @@
+"""Solving a batch of experiments (states, sensitivities, adjoint passes) in parallel threads.
+
+The numerics of the Ops live here, outside them: each function takes numpy
+arrays with a leading experiment axis E and returns numpy arrays. The
+compiled solvers release the GIL, so experiments run concurrently.
+
+A failed solve either raises (``on_failure="raise"``) or is recorded
+(:mod:`pymc_odesens.pymc.failures`) and marked in the ``failed`` flags, with
+finite placeholder values (the initial state repeated, zero sensitivities and
+gradients) so that no NaN reaches a sampler.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.pymc.failures import record_failure
+from pymc_odesens.sensitivity import adjoint_forward, solve_sensitivity
+from pymc_odesens.solvers import OdeSolverError, solve
+
+__all__ = ["OdeSpec", "solve_states", "solve_forward", "solve_adjoint_forward", "adjoint_vjp"]
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _map(function, count: int) -> list:
+    """``[function(e) for e in range(count)]``, in threads when there are several."""
+    global _executor
+    if count == 1:
+        return [function(0)]
+    if _executor is None:
+        _executor = ThreadPoolExecutor(
+            max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="pymc_odesens"
+        )
+    return list(_executor.map(function, range(count)))
+
+
+@dataclass(frozen=True, eq=False)
+class OdeSpec:
+    """Everything about a batch of solves that is fixed when the graph is built.
+
+    Attributes
+    ----------
+    system : OdeSystem
+    times : numpy.ndarray, shape (T,) or (E, T)
+        Output times, shared or one row per experiment.
+    t0 : float
+    method : str
+    route : {"forward", "adjoint"}
+    controls : dict
+        Solver controls (Stan's names) for the route.
+    n_experiments : int
+    y0_from_system : bool
+        The initial state is the system's ``y0(p)`` (no ``y0`` input).
+    wrt_y0 : bool
+        Gradients with respect to ``y0`` are needed.
+    on_failure : {"reject", "raise"}
+    """
+
+    system: OdeSystem
+    times: np.ndarray
+    t0: float
+    method: str
+    route: str
+    controls: dict
+    n_experiments: int
+    y0_from_system: bool
+    wrt_y0: bool
+    on_failure: str
+
+    def times_of(self, experiment: int) -> np.ndarray:
+        """Output times of one experiment."""
+        return self.times if self.times.ndim == 1 else self.times[experiment]
+
+    @property
+    def n_times(self) -> int:
+        return self.times.shape[-1]
+
+    def label(self, experiment: int) -> str:
+        who = f"experiment {experiment} of " if self.n_experiments > 1 else ""
+        return f"{who}system {self.system.name!r}"
+
+
+def _y0_row(spec: OdeSpec, y0, experiment: int):
+    return None if spec.y0_from_system else y0[experiment]
+
+
+def _placeholder_state(spec: OdeSpec, y0, experiment: int) -> np.ndarray:
+    if spec.y0_from_system:
+        return np.zeros(spec.system.n_states)
+    return np.asarray(y0[experiment], dtype=float)
+
+
+def _handle(spec: OdeSpec, error: OdeSolverError, experiment: int) -> None:
+    if spec.on_failure == "raise":
+        raise error
+    record_failure(error, spec.label(experiment))
+
+
+def solve_states(spec: OdeSpec, y0, params) -> tuple[np.ndarray, np.ndarray]:
+    """States only: ``y`` (E, T, N) and ``failed`` (E,) int8."""
+    n_e, n = spec.n_experiments, spec.system.n_states
+    y = np.empty((n_e, spec.n_times, n))
+    failed = np.zeros(n_e, dtype=np.int8)
+
+    def run(e):
+        try:
+            y[e] = solve(
+                spec.system,
+                _y0_row(spec, y0, e),
+                spec.times_of(e),
+                params[e],
+                t0=spec.t0,
+                method=spec.method,
+                **spec.controls,
+            ).y
+        except OdeSolverError as error:
+            _handle(spec, error, e)
+            y[e] = _placeholder_state(spec, y0, e)
+            failed[e] = 1
+
+    _map(run, n_e)
+    return y, failed
+
+
+def solve_forward(spec: OdeSpec, y0, params):
+    """States and forward sensitivities.
+
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or
+    None when ``spec.wrt_y0`` is False, and ``failed`` (E,) int8.
+    """
+    system = spec.system
+    n_e, n, p = spec.n_experiments, system.n_states, system.n_params
+    n_t = spec.n_times
+    y = np.empty((n_e, n_t, n))
+    s_p = np.zeros((n_e, n_t, n, p))
+    s_y0 = np.zeros((n_e, n_t, n, n)) if spec.wrt_y0 else None
+    failed = np.zeros(n_e, dtype=np.int8)
+    wrt = "both" if spec.wrt_y0 else "params"
+
+    def run(e):
+        try:
+            result = solve_sensitivity(
+                system,
+                _y0_row(spec, y0, e),
+                spec.times_of(e),
+                params[e],
+                t0=spec.t0,
+                method=spec.method,
+                wrt=wrt,
+                **spec.controls,
+            )
+        except OdeSolverError as error:
+            _handle(spec, error, e)
+            y[e] = _placeholder_state(spec, y0, e)
+            failed[e] = 1
+            return
+        y[e] = result.y
+        s_p[e] = result.S
+        if s_y0 is not None:
+            s_y0[e] = result.S_y0
+
+    _map(run, n_e)
+    return y, s_p, s_y0, failed
+
+
+def solve_adjoint_forward(spec: OdeSpec, y0, params):
+    """Forward phase of the adjoint: ``y`` (E, T, N), checkpoints (list, None where failed), ``failed``."""
+    n_e, n = spec.n_experiments, spec.system.n_states
+    y = np.empty((n_e, spec.n_times, n))
+    handles: list = [None] * n_e
+    failed = np.zeros(n_e, dtype=np.int8)
+
+    def run(e):
+        try:
+            handles[e] = adjoint_forward(
+                spec.system,
+                _y0_row(spec, y0, e),
+                spec.times_of(e),
+                params[e],
+                t0=spec.t0,
+                **spec.controls,
+            )
+            y[e] = handles[e].y
+        except OdeSolverError as error:
+            _handle(spec, error, e)
+            y[e] = _placeholder_state(spec, y0, e)
+            failed[e] = 1
+
+    _map(run, n_e)
+    return y, handles, failed
+
+
+def adjoint_vjp(spec: OdeSpec, handles: list, cotangent) -> tuple[np.ndarray, np.ndarray]:
+    """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P))`` for ``cotangent`` (E, T, N)."""
+    system = spec.system
+    n_e = spec.n_experiments
+    grad_y0 = np.zeros((n_e, system.n_states))
+    grad_p = np.zeros((n_e, system.n_params))
+
+    def run(e):
+        if handles[e] is None:
+            return  # failed forward: the proposal is rejected; zero gradient
+        try:
+            gradient = handles[e].backward(cotangent[e])
+        except OdeSolverError as error:
+            _handle(spec, error, e)
+            return
+        grad_y0[e] = gradient.y0
+        grad_p[e] = gradient.params
+
+    _map(run, n_e)
+    return grad_y0, grad_p

@@ -1,0 +1,98 @@
+"""Solver failures inside a log-density: counted, warned about once, summarised once.
+
+A failed solve inside a PyMC model rejects the proposal (its log-density is
+``-inf``, see :func:`pymc_odesens.ode_solution`). The first failure in a
+process is announced with a warning naming the exception; later ones are
+only counted, and the total is printed once when the process ends (also in
+the worker processes of ``pm.sample(cores=...)``, whose ``atexit`` hooks do
+not run: a multiprocessing finaliser covers them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing.util
+import sys
+import threading
+import warnings
+from collections import Counter
+
+__all__ = [
+    "OdeSolverFailureWarning",
+    "record_failure",
+    "failure_counts",
+    "reset_failure_counts",
+    "failure_summary",
+]
+
+
+class OdeSolverFailureWarning(UserWarning):
+    """An ODE solve failed inside a model; the proposal was rejected."""
+
+
+_lock = threading.Lock()
+_counts: Counter = Counter()
+_first_messages: dict[str, str] = {}
+_state = {"warned": False, "reported": False}
+
+
+def record_failure(error: Exception, where: str) -> None:
+    """Count ``error`` (raised while solving ``where``); warn on the first one."""
+    name = type(error).__name__
+    with _lock:
+        _counts[name] += 1
+        _first_messages.setdefault(name, str(error))
+        first = not _state["warned"]
+        _state["warned"] = True
+        _state["reported"] = False
+    if first:
+        warnings.warn(
+            f"pymc_odesens: the ODE solver failed in {where} ({name}: {error}). The proposal "
+            "is rejected (log-density -inf); further failures are counted and summarised "
+            "when the process ends (pymc_odesens.failure_counts() gives the counts now).",
+            OdeSolverFailureWarning,
+            stacklevel=2,
+        )
+
+
+def failure_counts() -> dict[str, int]:
+    """Number of solver failures in this process, by exception class."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_failure_counts() -> None:
+    """Forget the failures counted so far (and warn again on the next one)."""
+    with _lock:
+        _counts.clear()
+        _first_messages.clear()
+        _state["warned"] = False
+        _state["reported"] = False
+
+
+def failure_summary() -> str:
+    """One line per exception class: count and the first message; empty if none."""
+    with _lock:
+        lines = [
+            f"{count} x {name} (first: {_first_messages[name]})"
+            for name, count in sorted(_counts.items())
+        ]
+    if not lines:
+        return ""
+    total = sum(_counts.values())
+    return (
+        f"pymc_odesens: {total} ODE solver failure(s) rejected proposals in this process:\n  "
+        + "\n  ".join(lines)
+    )
+
+
+def _report_at_exit() -> None:
+    with _lock:
+        if _state["reported"] or not _counts:
+            return
+        _state["reported"] = True
+    print(failure_summary(), file=sys.stderr, flush=True)
+
+
+atexit.register(_report_at_exit)
+multiprocessing.util.Finalize(None, _report_at_exit, exitpriority=10)

@@ -1,0 +1,279 @@
+"""`ode_solution`: a differentiable ODE solution inside a PyMC model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
+
+try:  # pytensor >= 2.31
+    from pytensor.graph.traversal import ancestors
+except ImportError:  # pragma: no cover - older pytensor
+    from pytensor.graph.basic import ancestors
+
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.pymc.experiments import OdeSpec
+from pymc_odesens.pymc.ops import OdeAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
+from pymc_odesens.solvers.controls import METHODS, validate_times
+
+__all__ = ["ode_solution", "choose_sensitivity_route", "SENSITIVITY_ROUTES"]
+
+SENSITIVITY_ROUTES = ("auto", "forward", "adjoint", "none")
+_SIMPLE_CONTROLS = ("relative_tolerance", "absolute_tolerance", "max_num_steps")
+
+
+def choose_sensitivity_route(n_states: int, n_params: int, n_times: int) -> str:
+    """The route ``sensitivity="auto"`` takes: ``"forward"`` or ``"adjoint"``.
+
+    Forward sensitivities integrate ``N (1 + P)`` components; the adjoint
+    integrates ``N`` forwards, re-integrates them, and ``N + P`` backwards,
+    but the backward solve restarts at every output time and each jump of
+    ``lambda`` there excites the system's fast modes, which costs steps.
+    The rule compares ``N (1 + P)`` with ``4 (N + P) (1 + T / 2)``: forward
+    unless the first is larger. (On the PKA model, N = 11, P = 35, T = 61,
+    forward sensitivities were measured twice as fast as the adjoint, and the
+    rule picks forward; with many parameters and few output times it picks
+    the adjoint.)
+    """
+    if n_states * (1 + n_params) <= 4 * (n_states + n_params) * (1 + n_times / 2):
+        return "forward"
+    return "adjoint"
+
+
+def _as_matrix(argument: str, value, width: int, what: str):
+    """``value`` as a float64 tensor of shape (E, width) (E = 1 for a vector); returns (x, batched)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) == 0 and width == 0:
+            value = np.zeros(0)
+        else:
+            value = pt.stack([pt.as_tensor_variable(v, dtype="float64") for v in value], axis=-1)
+    x = pt.as_tensor_variable(value, dtype="float64")
+    if x.ndim not in (1, 2):
+        raise ValueError(
+            f"{argument} must have shape ({width},) or (E, {width}) ({what}); got {x.ndim} dims"
+        )
+    if x.type.shape[-1] is not None and x.type.shape[-1] != width:
+        raise ValueError(
+            f"{argument} must have {width} entries ({what}) in its last axis; "
+            f"got shape {x.type.shape}"
+        )
+    if x.ndim == 1:
+        return x[None, :], False
+    return x, True
+
+
+def _route_controls(route: str, method: str, controls: dict) -> dict:
+    adjoint_names = set(ADJOINT_DEFAULTS)
+    unknown = set(controls) - adjoint_names - set(_SIMPLE_CONTROLS)
+    if unknown:
+        raise TypeError(
+            f"unknown control(s) {sorted(unknown)}; accepted: {', '.join(_SIMPLE_CONTROLS)} "
+            f"and, with sensitivity='adjoint', {', '.join(ADJOINT_DEFAULTS)}"
+        )
+    if route != "adjoint":
+        extra = sorted(set(controls) - set(_SIMPLE_CONTROLS))
+        if extra:
+            raise TypeError(
+                f"control(s) {extra} apply to sensitivity='adjoint' only; "
+                f"this solution uses {route!r}"
+            )
+        return dict(controls)
+    if method not in ("bdf", "adams"):
+        raise ValueError(
+            f"method must be 'bdf' or 'adams' with sensitivity='adjoint' (Stan's adjoint solver "
+            f"is CVODES); got {method!r}"
+        )
+    mapped = {"solver_forward": method, "solver_backward": method}
+    rtol = controls.get("relative_tolerance")
+    atol = controls.get("absolute_tolerance")
+    if rtol is not None:
+        for phase in ("forward", "backward", "quadrature"):
+            mapped[f"relative_tolerance_{phase}"] = rtol
+    if atol is not None:
+        mapped["absolute_tolerance_forward"] = atol
+        mapped["absolute_tolerance_backward"] = atol
+        if np.ndim(atol) == 0:
+            mapped["absolute_tolerance_quadrature"] = atol
+    if controls.get("max_num_steps") is not None:
+        mapped["max_num_steps"] = controls["max_num_steps"]
+    mapped.update({k: v for k, v in controls.items() if k in adjoint_names})
+    return mapped
+
+
+def _in_model() -> pm.Model | None:
+    try:
+        return pm.modelcontext(None)
+    except TypeError:
+        return None
+
+
+def ode_solution(
+    system: OdeSystem,
+    y0,
+    times,
+    params,
+    *,
+    t0: float = 0.0,
+    method: str = "bdf",
+    sensitivity: str = "auto",
+    on_failure: str | None = None,
+    name: str | None = None,
+    **controls,
+):
+    """The solution ``y(t)`` of an ODE as a differentiable PyTensor tensor.
+
+    Parameters
+    ----------
+    system : OdeSystem
+    y0 : tensor-like of shape (N,) or (E, N), a list of N scalars, or None
+        Initial state (random variables, transforms or constants). None uses
+        the system's ``y0(p)``. A leading axis E solves E experiments.
+    times : array_like, shape (T,) or (E, T)
+        Output times (data), shared by all experiments or one row each.
+    params : tensor-like of shape (P,) or (E, P), or a list of P scalars
+        Parameters; a vector is shared by all experiments.
+    t0 : float
+        Initial time.
+    method : {"bdf", "adams", "rk45", "ckrk"}
+    sensitivity : {"auto", "forward", "adjoint", "none"}
+        How gradients are computed:
+
+        - ``"forward"``: the solve also returns the forward sensitivities,
+          and the gradient contracts them (no second solve).
+        - ``"adjoint"``: the solve keeps checkpoints; the gradient runs one
+          backward pass per evaluation (Stan's ``ode_adjoint_tol_ctl``;
+          ``bdf``/``adams`` only).
+        - ``"auto"``: forward or adjoint by :func:`choose_sensitivity_route`.
+        - ``"none"``: states only, no gradient (prediction, simulation).
+    on_failure : {"reject", "raise"}, optional
+        What a solver failure does. ``"reject"`` (default inside a model):
+        a potential adds ``-inf`` to the model's log-density, so the proposal
+        is rejected; outputs stay finite and gradients are zero, the failure
+        is counted (:func:`pymc_odesens.failure_counts`), announced once and
+        summarised when the process ends. ``"raise"`` (default outside a
+        model): the :class:`~pymc_odesens.OdeSolverError` propagates.
+    name : str, optional
+        Name of the failure potential (default ``"<system>_solver_failed"``).
+    **controls
+        ``relative_tolerance``, ``absolute_tolerance``, ``max_num_steps``
+        (Stan's defaults per method); with ``sensitivity="adjoint"`` also
+        every control of :func:`pymc_odesens.adjoint_gradient` (the simple
+        names then set all phases).
+
+    Returns
+    -------
+    TensorVariable
+        Shape (T, N), or (E, T, N) when ``y0``, ``params`` or ``times``
+        carries an experiment axis.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad shapes, names or controls, when the graph is built.
+    """
+    if not isinstance(system, OdeSystem):
+        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    if sensitivity not in SENSITIVITY_ROUTES:
+        raise ValueError(
+            f"sensitivity must be one of {SENSITIVITY_ROUTES}; got {sensitivity!r} "
+            "(the Peano-Baker routes 'pbsr' and 'exp' are not available yet)"
+        )
+    model = _in_model()
+    if on_failure is None:
+        on_failure = "reject" if model is not None else "raise"
+    if on_failure not in ("reject", "raise"):
+        raise ValueError(f"on_failure must be 'reject' or 'raise'; got {on_failure!r}")
+    if on_failure == "reject" and model is None:
+        raise ValueError(
+            "on_failure='reject' needs a PyMC model context (the rejection is a potential); "
+            "call ode_solution inside `with pm.Model():` or use on_failure='raise'"
+        )
+    n, p = system.n_states, system.n_params
+    t0 = float(t0)
+    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    if times_arr.ndim == 2:
+        rows = [validate_times(row, t0) for row in times_arr]
+        times_arr = np.ascontiguousarray(np.stack(rows))
+    elif times_arr.ndim <= 1:
+        times_arr = validate_times(times_arr, t0)
+    else:
+        raise ValueError(f"times must have shape (T,) or (E, T); got shape {times_arr.shape}")
+    params_m, params_batched = _as_matrix("params", params, p, "one value per parameter")
+    y0_from_system = y0 is None
+    if y0_from_system:
+        if system.initial_state_expressions is None:
+            raise ValueError("y0 is required: the system declares no initial_state y0(p)")
+        y0_m, y0_batched = None, False
+    else:
+        y0_m, y0_batched = _as_matrix("y0", y0, n, "one value per state")
+    sizes = {}
+    if params_batched:
+        sizes["params"] = params_m.type.shape[0]
+    if y0_batched:
+        sizes["y0"] = y0_m.type.shape[0]
+    if times_arr.ndim == 2:
+        sizes["times"] = times_arr.shape[0]
+    known = {k: v for k, v in sizes.items() if v is not None}
+    if len(set(known.values())) > 1:
+        raise ValueError(f"the experiment axes disagree: {known}")
+    batched = bool(sizes)
+    if batched and not known:
+        raise ValueError(
+            "the number of experiments must be known when the graph is built; give y0 or "
+            "params a static leading dimension (e.g. pt.as_tensor(np.array(...)))"
+        )
+    n_e = next(iter(known.values())) if batched else 1
+    if params_m.type.shape[0] != n_e:
+        params_m = pt.broadcast_to(params_m, (n_e, p))
+    if y0_m is not None and y0_m.type.shape[0] != n_e:
+        y0_m = pt.broadcast_to(y0_m, (n_e, n))
+    wrt_y0 = y0_m is not None and not isinstance(y0, Constant) and not _is_constant(y0_m)
+    route = sensitivity
+    if route == "auto":
+        route = choose_sensitivity_route(n, p + (n if wrt_y0 else 0), times_arr.shape[-1])
+        if route == "adjoint" and method not in ("bdf", "adams"):
+            route = "forward"
+    spec = OdeSpec(
+        system=system,
+        times=times_arr,
+        t0=t0,
+        method=method,
+        route=route,
+        controls=_route_controls(route, method, controls),
+        n_experiments=n_e,
+        y0_from_system=y0_from_system,
+        wrt_y0=wrt_y0,
+        on_failure=on_failure,
+    )
+    _check_controls(spec)
+    op = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}[route](spec)
+    outputs = op(y0_m, params_m)
+    y, failed = outputs[0], outputs[-1]
+    if on_failure == "reject":
+        potential_name = name or f"{system.name}_solver_failed"
+        base, k = potential_name, 1
+        while potential_name in model.named_vars:
+            k += 1
+            potential_name = f"{base}_{k}"
+        pm.Potential(potential_name, pt.switch(pt.any(failed), -np.inf, 0.0))
+    return y if batched else y[0]
+
+
+def _is_constant(x) -> bool:
+    """True when ``x`` depends on constants only (no random variable, no input)."""
+    return all(isinstance(v, Constant) for v in ancestors([x]) if v.owner is None)
+
+
+def _check_controls(spec: OdeSpec) -> None:
+    """Validate the controls now, so that bad ones fail when the graph is built."""
+    from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+    from pymc_odesens.solvers.controls import resolve_controls
+
+    if spec.route == "adjoint":
+        resolve_adjoint_controls(spec.system.n_states, **spec.controls)
+    else:
+        resolve_controls(spec.method, spec.system.n_states, **spec.controls)

@@ -1,0 +1,184 @@
+"""PyTensor Ops over :mod:`pymc_odesens.pymc.experiments`.
+
+Inputs are ``[y0, params]`` (or ``[params]`` when the system supplies
+``y0(p)``), both with a leading experiment axis E. Every Op also returns
+``failed`` (E,) int8, which :func:`pymc_odesens.ode_solution` turns into a
+``-inf`` log-density term.
+
+- :class:`OdeStatesOp`: states only (no gradient; for prediction).
+- :class:`OdeForwardOp`: states and forward sensitivities; the gradient is a
+  contraction with the stored sensitivities, so it costs no second solve.
+- :class:`OdeAdjointOp` and :class:`OdeAdjointVJPOp`: the forward phase keeps
+  its checkpoints in an opaque output that the backward phase reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.gradient import DisconnectedType
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.link.c.type import Generic
+
+from pymc_odesens.pymc.experiments import (
+    OdeSpec,
+    adjoint_vjp,
+    solve_adjoint_forward,
+    solve_forward,
+    solve_states,
+)
+
+__all__ = ["OdeStatesOp", "OdeForwardOp", "OdeAdjointOp", "OdeAdjointVJPOp"]
+
+_checkpoints_type = Generic()
+
+
+def _check_only_solution_differentiated(output_grads) -> None:
+    """Gradients may flow into ``y`` only (``failed``, last, is an integer flag: its
+    gradient is zero by definition; sensitivities and checkpoints have none)."""
+    for g in output_grads[1:-1]:
+        if not isinstance(g.type, DisconnectedType):
+            raise NotImplementedError(
+                "only the ODE solution itself can be differentiated, not its sensitivities"
+            )
+
+
+class _OdeOp(Op):
+    """Shared input handling. Ops of one type with the same spec (the same object) are equal,
+    so PyTensor merges duplicated applies (e.g. one backward pass, not two)."""
+
+    __props__ = ("spec",)
+
+    def __init__(self, spec: OdeSpec) -> None:
+        self.spec = spec
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}{{{self.spec.system.name}, {self.spec.method}}}"
+
+    def _inputs(self, y0, params) -> list:
+        params = pt.as_tensor_variable(params, dtype="float64")
+        if self.spec.y0_from_system:
+            return [params]
+        return [pt.as_tensor_variable(y0, dtype="float64"), params]
+
+    def _split(self, inputs):
+        if self.spec.y0_from_system:
+            return None, inputs[0]
+        return inputs[0], inputs[1]
+
+    def _y_type(self):
+        s = self.spec
+        return pt.tensor(dtype="float64", shape=(s.n_experiments, s.n_times, s.system.n_states))
+
+    def _failed_type(self):
+        return pt.tensor(dtype="int8", shape=(self.spec.n_experiments,))
+
+
+class OdeStatesOp(_OdeOp):
+    """``(y, failed)`` without sensitivities."""
+
+    def make_node(self, y0, params):
+        return Apply(self, self._inputs(y0, params), [self._y_type(), self._failed_type()])
+
+    def perform(self, node, inputs, outputs):
+        y0, params = self._split(inputs)
+        y, failed = solve_states(self.spec, y0, params)
+        outputs[0][0] = y
+        outputs[1][0] = failed
+
+    def L_op(self, inputs, outputs, output_grads):
+        raise NotImplementedError(
+            "OdeStatesOp has no gradient; build the solution with sensitivity='forward', "
+            "'adjoint' or 'auto' to differentiate it"
+        )
+
+
+class OdeForwardOp(_OdeOp):
+    """``(y, S, [S_y0,] failed)``: states and forward sensitivities in one solve."""
+
+    def make_node(self, y0, params):
+        s = self.spec
+        n, p, e, t = s.system.n_states, s.system.n_params, s.n_experiments, s.n_times
+        outputs = [self._y_type(), pt.tensor(dtype="float64", shape=(e, t, n, p))]
+        if s.wrt_y0:
+            outputs.append(pt.tensor(dtype="float64", shape=(e, t, n, n)))
+        outputs.append(self._failed_type())
+        return Apply(self, self._inputs(y0, params), outputs)
+
+    def perform(self, node, inputs, outputs):
+        y0, params = self._split(inputs)
+        y, s_p, s_y0, failed = solve_forward(self.spec, y0, params)
+        outputs[0][0] = y
+        outputs[1][0] = s_p
+        if self.spec.wrt_y0:
+            outputs[2][0] = s_y0
+        outputs[-1][0] = failed
+
+    def L_op(self, inputs, outputs, output_grads):
+        _check_only_solution_differentiated(output_grads)
+        y0, params = self._split(inputs)
+        g_y = output_grads[0]
+        if isinstance(g_y.type, DisconnectedType):
+            grads = [pt.zeros_like(params)]
+        else:
+            grad_p = (g_y[..., None] * outputs[1]).sum(axis=(1, 2))
+            grads = [grad_p]
+        if self.spec.y0_from_system:
+            return grads
+        if self.spec.wrt_y0 and not isinstance(g_y.type, DisconnectedType):
+            grad_y0 = (g_y[..., None] * outputs[2]).sum(axis=(1, 2))
+        else:
+            grad_y0 = pt.zeros_like(y0)
+        return [grad_y0, *grads]
+
+
+class OdeAdjointOp(_OdeOp):
+    """``(y, checkpoints, failed)``: the adjoint's forward phase."""
+
+    def make_node(self, y0, params):
+        outputs = [self._y_type(), _checkpoints_type(), self._failed_type()]
+        return Apply(self, self._inputs(y0, params), outputs)
+
+    def perform(self, node, inputs, outputs):
+        y0, params = self._split(inputs)
+        y, handles, failed = solve_adjoint_forward(self.spec, y0, params)
+        outputs[0][0] = y
+        outputs[1][0] = handles
+        outputs[2][0] = failed
+
+    def L_op(self, inputs, outputs, output_grads):
+        _check_only_solution_differentiated(output_grads)
+        y0, params = self._split(inputs)
+        g_y = output_grads[0]
+        if isinstance(g_y.type, DisconnectedType):
+            grads = [pt.zeros_like(params)]
+            return grads if y0 is None else [pt.zeros_like(y0), *grads]
+        grad_y0, grad_p = OdeAdjointVJPOp(self.spec)(outputs[1], g_y)
+        return [grad_p] if y0 is None else [grad_y0, grad_p]
+
+    def connection_pattern(self, node):
+        # y and failed depend on every input; the checkpoints too (as an opaque value)
+        return [[True, True, True] for _ in node.inputs]
+
+
+class OdeAdjointVJPOp(_OdeOp):
+    """``(dL/dy0, dL/dp)`` from the checkpoints and the cotangent ``dL/dy`` (E, T, N)."""
+
+    def make_node(self, checkpoints, cotangent):
+        s = self.spec
+        cotangent = pt.as_tensor_variable(cotangent, dtype="float64")
+        outputs = [
+            pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_states)),
+            pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_params)),
+        ]
+        return Apply(self, [checkpoints, cotangent], outputs)
+
+    def perform(self, node, inputs, outputs):
+        handles, cotangent = inputs
+        grad_y0, grad_p = adjoint_vjp(self.spec, handles, np.asarray(cotangent, dtype=float))
+        outputs[0][0] = grad_y0
+        outputs[1][0] = grad_p
+
+    def L_op(self, inputs, outputs, output_grads):
+        raise NotImplementedError("second derivatives of adjoint gradients are not available")
