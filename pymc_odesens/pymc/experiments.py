@@ -170,7 +170,11 @@ def solve_forward(spec: OdeSpec, y0, params):
 
 
 def solve_adjoint_forward(spec: OdeSpec, y0, params):
-    """Forward phase of the adjoint: ``y`` (E, T, N), checkpoints (list, None where failed), ``failed``."""
+    """Forward phase of the adjoint.
+
+    Returns ``y`` (E, T, N), the checkpoints (a list, None where the solve
+    failed) and ``failed`` (E,) int8.
+    """
     n_e, n = spec.n_experiments, spec.system.n_states
     y = np.empty((n_e, spec.n_times, n))
     handles: list = [None] * n_e

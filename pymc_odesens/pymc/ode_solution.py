@@ -43,7 +43,7 @@ def choose_sensitivity_route(n_states: int, n_params: int, n_times: int) -> str:
 
 
 def _as_matrix(argument: str, value, width: int, what: str):
-    """``value`` as a float64 tensor of shape (E, width) (E = 1 for a vector); returns (x, batched)."""
+    """``(x, batched)``: ``value`` as a float64 tensor of shape (E, width), E = 1 for a vector."""
     if isinstance(value, (list, tuple)):
         if len(value) == 0 and width == 0:
             value = np.zeros(0)
