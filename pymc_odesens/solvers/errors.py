@@ -25,7 +25,15 @@ class OdeSolverError(RuntimeError):
     method : str
     """
 
-    def __init__(self, message: str, *, t: float, step_size: float, component=None, method=""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        t: float = float("nan"),
+        step_size: float = float("nan"),
+        component=None,
+        method="",
+    ):
         super().__init__(message)
         self.t = t
         self.step_size = step_size
