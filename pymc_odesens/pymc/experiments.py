@@ -20,8 +20,10 @@ import numpy as np
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.failures import record_failure
-from pymc_odesens.sensitivity import adjoint_forward, solve_sensitivity
+from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward, solve_sensitivity
+from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers import OdeSolverError, solve
+from pymc_odesens.solvers.solve import prepare_problem
 
 __all__ = ["OdeSpec", "solve_states", "solve_forward", "solve_adjoint_forward", "adjoint_vjp"]
 
@@ -172,8 +174,8 @@ def solve_forward(spec: OdeSpec, y0, params):
 def solve_adjoint_forward(spec: OdeSpec, y0, params):
     """Forward phase of the adjoint.
 
-    Returns ``y`` (E, T, N), the checkpoints (a list, None where the solve
-    failed) and ``failed`` (E,) int8.
+    Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
+    (padded: C is the largest count), the counts (E,) and ``failed`` (E,) int8.
     """
     n_e, n = spec.n_experiments, spec.system.n_states
     y = np.empty((n_e, spec.n_times, n))
@@ -197,21 +199,56 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
             failed[e] = 1
 
     _map(run, n_e)
-    return y, handles, failed
+    counts = np.array([0 if h is None else h.checkpoint_times.size for h in handles], np.int64)
+    width = max(1, int(counts.max()))
+    ckpt_t = np.full((n_e, width), np.nan)
+    ckpt_y = np.zeros((n_e, width, n))
+    for e, h in enumerate(handles):
+        if h is not None:
+            ckpt_t[e, : counts[e]] = h.checkpoint_times
+            ckpt_y[e, : counts[e]] = h.checkpoint_states
+    return y, ckpt_t, ckpt_y, counts, failed
 
 
-def adjoint_vjp(spec: OdeSpec, handles: list, cotangent) -> tuple[np.ndarray, np.ndarray]:
-    """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P))`` for ``cotangent`` (E, T, N)."""
+def adjoint_vjp(
+    spec: OdeSpec, y0, params, ckpt_t, ckpt_y, counts, failed, cotangent
+) -> tuple[np.ndarray, np.ndarray]:
+    """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P))`` for ``cotangent`` (E, T, N).
+
+    The checkpoints are those of :func:`solve_adjoint_forward`; experiments whose
+    forward solve failed get zero gradients.
+    """
     system = spec.system
     n_e = spec.n_experiments
     grad_y0 = np.zeros((n_e, system.n_states))
     grad_p = np.zeros((n_e, system.n_params))
+    controls = resolve_adjoint_controls(system.n_states, **spec.controls)
 
     def run(e):
-        if handles[e] is None:
-            return  # failed forward: the proposal is rejected; zero gradient
+        if failed[e]:
+            return  # the proposal is rejected; zero gradient
+        problem = prepare_problem(
+            system,
+            _y0_row(spec, y0, e),
+            spec.times_of(e),
+            params[e],
+            spec.t0,
+            controls.forward_method,
+            controls.relative_tolerance_forward,
+            controls.absolute_tolerance_forward,
+            controls.max_num_steps,
+        )
+        checkpoints = AdjointCheckpoints(
+            t=problem.times,
+            y=None,
+            checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
+            checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e]]),
+            controls=controls,
+            stats={},
+            problem=problem,
+        )
         try:
-            gradient = handles[e].backward(cotangent[e])
+            gradient = checkpoints.backward(cotangent[e])
         except OdeSolverError as error:
             _handle(spec, error, e)
             return

@@ -8,8 +8,8 @@ Inputs are ``[y0, params]`` (or ``[params]`` when the system supplies
 - :class:`OdeStatesOp`: states only (no gradient; for prediction).
 - :class:`OdeForwardOp`: states and forward sensitivities; the gradient is a
   contraction with the stored sensitivities, so it costs no second solve.
-- :class:`OdeAdjointOp` and :class:`OdeAdjointVJPOp`: the forward phase keeps
-  its checkpoints in an opaque output that the backward phase reads.
+- :class:`OdeAdjointOp` and :class:`OdeAdjointVJPOp`: the forward phase returns
+  its checkpoints as arrays that the backward phase reads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
-from pytensor.link.c.type import Generic
 
 from pymc_odesens.pymc.experiments import (
     OdeSpec,
@@ -30,8 +29,6 @@ from pymc_odesens.pymc.experiments import (
 )
 
 __all__ = ["OdeStatesOp", "OdeForwardOp", "OdeAdjointOp", "OdeAdjointVJPOp"]
-
-_checkpoints_type = Generic()
 
 
 def _check_only_solution_differentiated(output_grads) -> None:
@@ -134,18 +131,29 @@ class OdeForwardOp(_OdeOp):
 
 
 class OdeAdjointOp(_OdeOp):
-    """``(y, checkpoints, failed)``: the adjoint's forward phase."""
+    """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, failed)``.
+
+    The adjoint's forward phase. The checkpoints are ordinary arrays (padded to
+    the largest count), so that the backward phase needs nothing else and the
+    Op compiles in every PyTensor backend.
+    """
 
     def make_node(self, y0, params):
-        outputs = [self._y_type(), _checkpoints_type(), self._failed_type()]
+        s = self.spec
+        e, n = s.n_experiments, s.system.n_states
+        outputs = [
+            self._y_type(),
+            pt.tensor(dtype="float64", shape=(e, None)),
+            pt.tensor(dtype="float64", shape=(e, None, n)),
+            pt.tensor(dtype="int64", shape=(e,)),
+            self._failed_type(),
+        ]
         return Apply(self, self._inputs(y0, params), outputs)
 
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
-        y, handles, failed = solve_adjoint_forward(self.spec, y0, params)
-        outputs[0][0] = y
-        outputs[1][0] = handles
-        outputs[2][0] = failed
+        for storage, value in zip(outputs, solve_adjoint_forward(self.spec, y0, params)):
+            storage[0] = value
 
     def L_op(self, inputs, outputs, output_grads):
         _check_only_solution_differentiated(output_grads)
@@ -154,29 +162,30 @@ class OdeAdjointOp(_OdeOp):
         if isinstance(g_y.type, DisconnectedType):
             grads = [pt.zeros_like(params)]
             return grads if y0 is None else [pt.zeros_like(y0), *grads]
-        grad_y0, grad_p = OdeAdjointVJPOp(self.spec)(outputs[1], g_y)
+        grad_y0, grad_p = OdeAdjointVJPOp(self.spec)(*inputs, *outputs[1:], g_y)
         return [grad_p] if y0 is None else [grad_y0, grad_p]
-
-    def connection_pattern(self, node):
-        # y and failed depend on every input; the checkpoints too (as an opaque value)
-        return [[True, True, True] for _ in node.inputs]
 
 
 class OdeAdjointVJPOp(_OdeOp):
-    """``(dL/dy0, dL/dp)`` from the checkpoints and the cotangent ``dL/dy`` (E, T, N)."""
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints, ``failed`` and ``dL/dy``."""
 
-    def make_node(self, checkpoints, cotangent):
+    def make_node(self, *inputs):
         s = self.spec
-        cotangent = pt.as_tensor_variable(cotangent, dtype="float64")
+        inputs = [pt.as_tensor_variable(x) for x in inputs]
         outputs = [
             pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_states)),
             pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_params)),
         ]
-        return Apply(self, [checkpoints, cotangent], outputs)
+        return Apply(self, inputs, outputs)
 
     def perform(self, node, inputs, outputs):
-        handles, cotangent = inputs
-        grad_y0, grad_p = adjoint_vjp(self.spec, handles, np.asarray(cotangent, dtype=float))
+        if self.spec.y0_from_system:
+            y0, (params, ckpt_t, ckpt_y, counts, failed, cotangent) = None, inputs
+        else:
+            y0, params, ckpt_t, ckpt_y, counts, failed, cotangent = inputs
+        grad_y0, grad_p = adjoint_vjp(
+            self.spec, y0, params, ckpt_t, ckpt_y, counts, failed, np.asarray(cotangent, float)
+        )
         outputs[0][0] = grad_y0
         outputs[1][0] = grad_p
 
