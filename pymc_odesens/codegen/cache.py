@@ -6,12 +6,19 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import ModuleType
 
 import numba
 
-__all__ = ["cache_directory", "module_path", "write_atomically", "import_module_from_path"]
+__all__ = [
+    "GENERATION_LOCK",
+    "cache_directory",
+    "module_path",
+    "write_atomically",
+    "import_module_from_path",
+]
 
 
 def cache_directory() -> Path:
@@ -49,17 +56,23 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+GENERATION_LOCK = threading.RLock()
+"""Serialises generating, writing and importing kernel modules within a process: a module
+being imported (its cfuncs compiling) must not be seen half-initialised by another thread."""
+
+
 def import_module_from_path(path: Path) -> ModuleType:
-    """Import (once per process) the generated module at ``path``."""
+    """Import (once per process, thread-safely) the generated module at ``path``."""
     name = f"pymc_odesens_generated.{path.stem}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+    with GENERATION_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module

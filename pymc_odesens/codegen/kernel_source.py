@@ -17,7 +17,7 @@ __all__ = [
     "kernel_expressions",
 ]
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\

@@ -10,7 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source
-from pymc_odesens.codegen.cache import import_module_from_path, module_path, write_atomically
+from pymc_odesens.codegen.cache import (
+    GENERATION_LOCK,
+    import_module_from_path,
+    module_path,
+    write_atomically,
+)
+from pymc_odesens.codegen.event_source import (
+    event_module_source,
+    event_sensitivity_module_source,
+)
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, module_source
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
 from pymc_odesens.codegen.signature import KERNEL_NAMES
@@ -21,6 +30,9 @@ __all__ = [
     "compile_kernels",
     "compile_sensitivity_kernel",
     "compile_adjoint_kernels",
+    "compile_event_kernels",
+    "compile_event_sensitivity_kernels",
+    "EventKernels",
     "load_generated_module",
     "kernel_cache_key",
 ]
@@ -112,6 +124,11 @@ def compile_kernels(system: OdeSystem) -> CompiledKernels:
     cached = getattr(system, "_compiled_kernels", None)
     if cached is not None:
         return cached
+    with GENERATION_LOCK:
+        return _compile_kernels_locked(system)
+
+
+def _compile_kernels_locked(system: OdeSystem) -> CompiledKernels:
     key = kernel_cache_key(system)
     kernels = _LOADED.get(key)
     if kernels is None:
@@ -140,14 +157,15 @@ def load_generated_module(key: str, make_source):
 
     ``make_source()`` is called only when the file is not on disk yet.
     """
-    module = _LOADED_MODULES.get(key)
-    if module is None:
-        path = module_path(key)
-        if not path.exists():
-            write_atomically(path, make_source())
-        module = import_module_from_path(path)
-        _LOADED_MODULES[key] = module
-    return module
+    with GENERATION_LOCK:
+        module = _LOADED_MODULES.get(key)
+        if module is None:
+            path = module_path(key)
+            if not path.exists():
+                write_atomically(path, make_source())
+            module = import_module_from_path(path)
+            _LOADED_MODULES[key] = module
+        return module
 
 
 def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
@@ -174,3 +192,66 @@ def compile_adjoint_kernels(system: OdeSystem):
     key = f"{kernel_cache_key(system)}_adjoint"
     module = load_generated_module(key, lambda: adjoint_module_source(system))
     return module.adjoint_rhs, module.adjoint_jac
+
+
+@dataclass(frozen=True)
+class EventKernels:
+    """Compiled kernels and static tables of a system's events.
+
+    Attributes
+    ----------
+    conditions, times, jump, adjoint_jump : numba CFunc
+        See :mod:`pymc_odesens.codegen.event_source` (``jump`` is the plain state's).
+    implicit_index : numpy.ndarray of int64
+        Event index (among all events) of each implicit condition.
+    directions : numpy.ndarray of int64
+        Crossing direction of each implicit condition (+1 up, -1 down, 0 both).
+    slot_event, slot_time : numpy.ndarray of int64
+        For each explicit time (slot of ``times``): its event's index and its
+        position within that event's times.
+    terminal : numpy.ndarray of int64
+        1 for terminal events, by event index.
+    names : tuple of str
+        Event names by index.
+    """
+
+    conditions: object
+    times: object
+    jump: object
+    adjoint_jump: object
+    implicit_index: np.ndarray
+    directions: np.ndarray
+    slot_event: np.ndarray
+    slot_time: np.ndarray
+    terminal: np.ndarray
+    names: tuple
+
+
+def compile_event_kernels(system: OdeSystem) -> EventKernels | None:
+    """The event kernels of ``system`` (generated, cached, compiled), or None without events."""
+    if not system.events:
+        return None
+    key = f"{kernel_cache_key(system)}_events"
+    module = load_generated_module(key, lambda: event_module_source(system))
+    implicit = system.implicit_events
+    slots = [(e.index, s) for e in system.explicit_events for s in range(len(e.times))]
+    return EventKernels(
+        conditions=module.event_conditions,
+        times=module.event_times,
+        jump=module.event_jump,
+        adjoint_jump=module.event_adjoint_jump,
+        implicit_index=np.array([e.index for e in implicit], dtype=np.int64),
+        directions=np.array([e.direction for e in implicit], dtype=np.int64),
+        slot_event=np.array([e for e, _ in slots], dtype=np.int64),
+        slot_time=np.array([s for _, s in slots], dtype=np.int64),
+        terminal=np.array([int(e.terminal) for e in system.events], dtype=np.int64),
+        names=tuple(e.name for e in system.events),
+    )
+
+
+def compile_event_sensitivity_kernels(system: OdeSystem, wrt: str = "params"):
+    """``(event_jump, event_time_sensitivity)`` for forward sensitivities with columns ``wrt``."""
+    n_p, n_y0 = sensitivity_blocks(system, wrt)
+    key = f"{kernel_cache_key(system)}_events_{wrt}"
+    module = load_generated_module(key, lambda: event_sensitivity_module_source(system, n_p, n_y0))
+    return module.event_jump, module.event_time_sensitivity

@@ -60,4 +60,9 @@ def load_json_model(cls, path: str | PathLike):
     }
     system.experiments = list(spec.get("experiments", []))
     system.events_spec = list(spec.get("events", []))
+    if system.events_spec:
+        from pymc_odesens.model.events import events_from_json
+
+        system.events = events_from_json(system, system.events_spec, path.name)
+        system.__dict__.pop("fingerprint", None)
     return system

@@ -16,6 +16,7 @@ from pymc_odesens.model.derivatives import (
     jacobian_wrt_states,
     vector_jacobian_product,
 )
+from pymc_odesens.model.events import resolve_events
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
 
 __all__ = ["OdeSystem"]
@@ -74,6 +75,12 @@ class OdeSystem:
         ``initial_state(p)`` returning N expressions in the parameters: the
         initial state ``y0(p)``. Solves then need no ``y0`` and forward
         sensitivities start from ``S(t0) = dy0/dp``.
+    events : sequence of ImplicitEvent or ExplicitEvent, optional
+        Discontinuities of the trajectory: explicit events at given times and
+        implicit events where a condition crosses zero, each mapping the state
+        before it to the state after it (see :mod:`pymc_odesens.model.events`).
+        Solvers locate them, and sensitivities and adjoint gradients include
+        how the event times move with the parameters.
 
     Attributes
     ----------
@@ -111,6 +118,7 @@ class OdeSystem:
         params: Sequence[str] | None = None,
         name: str | None = None,
         initial_state: Callable | None = None,
+        events: Sequence | None = None,
     ) -> None:
         if not callable(rhs):
             raise TypeError(f"rhs must be a callable rhs(t, y, p), got {type(rhs).__name__}")
@@ -152,6 +160,8 @@ class OdeSystem:
         )
         if initial_state is not None:
             self.set_initial_state(initial_state)
+        if events is not None:
+            self.set_events(events)
 
     # construction ------------------------------------------------------------
     @classmethod
@@ -260,8 +270,31 @@ class OdeSystem:
         self.outputs = {}
         self.experiments = []
         self.events_spec = []
+        self.events = ()
         self.source = None
         self.initial_state_expressions = None
+
+    def set_events(self, events: Sequence) -> None:
+        """Declare the system's events (replacing any declared before).
+
+        Parameters
+        ----------
+        events : sequence of ImplicitEvent or ExplicitEvent
+            See :mod:`pymc_odesens.model.events`.
+        """
+        self.events = resolve_events(self, events)
+        self.__dict__.pop("fingerprint", None)
+        self.__dict__.pop("_compiled_kernels", None)
+
+    @property
+    def implicit_events(self) -> tuple:
+        """The implicit events, in declaration order."""
+        return tuple(e for e in self.events if e.kind == "implicit")
+
+    @property
+    def explicit_events(self) -> tuple:
+        """The explicit events, in declaration order."""
+        return tuple(e for e in self.events if e.kind == "explicit")
 
     def set_initial_state(self, initial_state) -> None:
         """Declare the initial state as expressions of the parameters, ``y0(p)``.
@@ -397,7 +430,16 @@ class OdeSystem:
                 sp.srepr(self.to_canonical(e)) for e in self.initial_state_expressions
             )
             text += f";y0={y0_text}"
+        if self.events:
+            events_text = "|".join(e.canonical_text(self.to_canonical) for e in self.events)
+            text += f";events={events_text}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def __getstate__(self) -> dict:
+        """Pickle the symbolic system only; compiled kernels are reloaded from the disk cache."""
+        state = dict(self.__dict__)
+        state.pop("_compiled_kernels", None)
+        return state
 
     def __repr__(self) -> str:
         return (

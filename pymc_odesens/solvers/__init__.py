@@ -2,6 +2,7 @@
 
 from pymc_odesens.solvers.controls import METHODS, SolverControls, resolve_controls
 from pymc_odesens.solvers.errors import (
+    EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
     NonFiniteRhsError,
@@ -21,4 +22,5 @@ __all__ = [
     "StepSizeTooSmallError",
     "NonFiniteRhsError",
     "NewtonConvergenceError",
+    "EventTimeError",
 ]

@@ -8,6 +8,7 @@ __all__ = [
     "StepSizeTooSmallError",
     "NonFiniteRhsError",
     "NewtonConvergenceError",
+    "EventTimeError",
 ]
 
 
@@ -55,3 +56,7 @@ class NonFiniteRhsError(OdeSolverError):
 
 class NewtonConvergenceError(OdeSolverError):
     """The Newton iteration of an implicit method failed repeatedly within one step."""
+
+
+class EventTimeError(OdeSolverError):
+    """An explicit event's time is not finite at the given parameters."""

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import SolverControls
+from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 
-__all__ = ["integrate", "multistep_integrator", "NO_RECORDING"]
+__all__ = [
+    "EventLog",
+    "NO_RECORDING",
+    "evaluate_kernel",
+    "explicit_event_schedule",
+    "hybrid_event_arguments",
+    "integrate",
+    "integrate_events",
+    "multistep_integrator",
+    "no_events",
+]
 
 NO_RECORDING = (
     np.zeros(0),
@@ -16,6 +29,18 @@ NO_RECORDING = (
     np.zeros(1, dtype=np.int64),
 )
 """Empty recording arrays (``rec_t, rec_y, rec_f, rec_count``) for runs that record nothing."""
+
+
+def no_events() -> tuple:
+    """Event arguments of a multistep run without events (after its ``events`` kernel):
+    ``directions, g_zero, t_stop, event_out, z_event``."""
+    return (
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0),
+        np.inf,
+        np.zeros(EVENT_OUT_SIZE),
+        np.zeros(0),
+    )
 
 
 def multistep_integrator(method: str):
@@ -45,7 +70,8 @@ def integrate(
     n_err: int,
     atol: np.ndarray,
     state_names=None,
-) -> tuple[np.ndarray, np.ndarray]:
+    recording: tuple | None = None,
+) -> tuple[np.ndarray | None, np.ndarray]:
     """Run one compiled integrator; raise the matching OdeSolverError on failure.
 
     Parameters
@@ -65,10 +91,17 @@ def integrate(
         Number of leading components in the error test.
     atol : numpy.ndarray
         Absolute tolerance per integrated component.
+    recording : tuple, optional
+        ``(record_every, rec_t, rec_y, rec_f, rec_count, rec_dense)``: record
+        the trajectory every ``record_every`` accepted steps into these arrays
+        (see :mod:`pymc_odesens.solvers.runge_kutta` and
+        :mod:`pymc_odesens.solvers.multistep`; ``rec_dense`` is used by
+        ``rk45`` only, give it 0 rows to skip it).
 
     Returns
     -------
-    y_out : numpy.ndarray, shape (T, len(y0))
+    y_out : numpy.ndarray, shape (T, len(y0)), or None
+        None when the recording arrays filled up (enlarge them and call again).
     stats : numpy.ndarray of int64 (see :data:`status.STAT_NAMES`)
     """
     # Each integrator module compiles (or loads from numba's cache) on first import.
@@ -81,6 +114,11 @@ def integrate(
     info = np.zeros(st.INFO_SIZE)
     rtol = np.full(y0.size, controls.relative_tolerance)
     steps = controls.max_num_steps
+    if recording is None:
+        record_every, rec_dense = 0, NO_RECORDING[2]
+        no_record = NO_RECORDING
+    else:
+        record_every, *no_record, rec_dense = recording
     if method in ("rk45", "ckrk"):
         from pymc_odesens.solvers.runge_kutta import RK_METHOD_IDS, integrate_explicit_rk
 
@@ -93,15 +131,20 @@ def integrate(
             rtol,
             atol,
             steps,
+            n_state,
             n_err,
             RK_METHOD_IDS[method],
+            record_every,
+            *no_record,
+            rec_dense,
+            rhs,
+            *no_events(),
             y_out,
             stats,
             info,
         )
     else:
         integrator = multistep_integrator(method)
-        no_record = NO_RECORDING
         code = integrator(
             rhs,
             jac_y,
@@ -115,11 +158,210 @@ def integrate(
             n_state,
             y0.size,  # every component goes through the LU blocks
             n_err,
-            0,
+            record_every,
             *no_record,
+            rhs,
+            *no_events(),
             y_out,
             stats,
             info,
         )
+    if code == st.RECORD_FULL and recording is not None:
+        return None, stats
     st.raise_for_status(code, info, method, state_names)
     return y_out, stats
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """The events of one solve, in the order they happened.
+
+    Attributes
+    ----------
+    times : numpy.ndarray, shape (K,)
+    index : numpy.ndarray of int, shape (K,)
+        Event index (position in ``system.events``).
+    slot : numpy.ndarray of int, shape (K,)
+        Position of the time within an explicit event's times (-1: implicit).
+    before : numpy.ndarray, shape (K, M)
+        The leading M components of the integrated vector just before each event.
+    names : list of str
+        Event names, one per event that happened.
+    """
+
+    times: np.ndarray
+    index: np.ndarray
+    slot: np.ndarray
+    before: np.ndarray
+    names: list
+
+
+def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray, names) -> tuple:
+    """``(times, event, slot)`` of the explicit events, sorted by time (ties: declaration order).
+
+    Raises
+    ------
+    pymc_odesens.EventTimeError
+        If an event time is not finite at ``params``.
+    """
+    from pymc_odesens.solvers.hybrid import explicit_schedule
+
+    n_slots = event_kernels.slot_event.size
+    stop_times = np.zeros(n_slots)
+    stop_event = np.zeros(n_slots, dtype=np.int64)
+    stop_slot = np.zeros(n_slots, dtype=np.int64)
+    p = np.ascontiguousarray(params if params.size else np.zeros(1), dtype=np.float64)
+    bad = explicit_schedule(
+        event_kernels.times,
+        event_kernels.slot_event,
+        event_kernels.slot_time,
+        float(t0),
+        p,
+        stop_times,
+        stop_event,
+        stop_slot,
+    )
+    if bad >= 0:
+        st.raise_for_status(
+            st.BAD_EVENT_TIME,
+            np.array([np.nan, 0.0, -1.0, event_kernels.slot_time[bad]]),
+            f"event {names[event_kernels.slot_event[bad]]!r}",
+        )
+    return stop_times, stop_event, stop_slot
+
+
+def hybrid_event_arguments(event_kernels, jump, t0: float, params: np.ndarray, fallback) -> tuple:
+    """The event arguments of :func:`~pymc_odesens.solvers.hybrid.integrate_hybrid`.
+
+    ``(conditions, jump, implicit_index, directions, stop_times, stop_event, stop_slot,
+    terminal)``; without events (``event_kernels`` None) empty tables and ``fallback``
+    (any kernel) in place of the kernels, which are then never called.
+    """
+    if event_kernels is None:
+        none = np.zeros(0, dtype=np.int64)
+        return (fallback, fallback, none, none, np.zeros(0), none, none, none)
+    stop_times, stop_event, stop_slot = explicit_event_schedule(
+        event_kernels, t0, params, event_kernels.names
+    )
+    return (
+        event_kernels.conditions,
+        jump,
+        event_kernels.implicit_index,
+        event_kernels.directions,
+        stop_times,
+        stop_event,
+        stop_slot,
+        event_kernels.terminal,
+    )
+
+
+def evaluate_kernel(
+    kernel, t: float, y: np.ndarray, p: np.ndarray, size: int, v: np.ndarray | None = None
+) -> np.ndarray:
+    """Call a generated kernel from Python (event times and other one-off evaluations)."""
+    from pymc_odesens.solvers.kernel_call import call_kernel
+
+    out = np.zeros(max(size, 1))
+    call_kernel(
+        kernel,
+        float(t),
+        np.ascontiguousarray(y, dtype=np.float64),
+        np.ascontiguousarray(p if p.size else np.zeros(1), dtype=np.float64),
+        np.zeros(1) if v is None else np.ascontiguousarray(v, dtype=np.float64),
+        out,
+    )
+    return out[:size]
+
+
+def integrate_events(
+    method: str,
+    rhs,
+    jac_y,
+    jump,
+    event_kernels,
+    t0: float,
+    y0: np.ndarray,
+    params: np.ndarray,
+    times: np.ndarray,
+    controls: SolverControls,
+    *,
+    n_state: int,
+    n_err: int,
+    atol: np.ndarray,
+    state_names=None,
+    logged_components: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, EventLog]:
+    """:func:`integrate` through a system's events.
+
+    Parameters
+    ----------
+    jump : numba CFunc
+        The jump of the integrated vector at an event (the plain affect, or the
+        augmented jump of a sensitivity system).
+    event_kernels : pymc_odesens.codegen.EventKernels
+    logged_components : int, optional
+        Components of the vector kept in the event log (default: all).
+
+    Returns
+    -------
+    y_out, stats, EventLog
+    """
+    from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    params = np.ascontiguousarray(params, dtype=np.float64)
+    p_kernel = params if params.size else np.zeros(1)
+    names = event_kernels.names
+    event_arguments = hybrid_event_arguments(event_kernels, jump, t0, params, rhs)
+    width = y0.size if logged_components is None else logged_components
+    capacity = 16 + 2 * event_arguments[4].size
+    rtol = np.full(y0.size, controls.relative_tolerance)
+    while True:
+        y_out = np.empty((times.size, y0.size))
+        stats = st.new_stats()
+        info = np.zeros(st.INFO_SIZE)
+        ev_t = np.zeros(capacity)
+        ev_index = np.zeros(capacity, dtype=np.int64)
+        ev_slot = np.zeros(capacity, dtype=np.int64)
+        ev_z = np.zeros((capacity, width))
+        ev_count = np.zeros(1, dtype=np.int64)
+        code = integrate_hybrid(
+            METHOD_CODES[method],
+            rhs,
+            jac_y,
+            *event_arguments,
+            t0,
+            y0,
+            p_kernel,
+            times,
+            rtol,
+            atol,
+            controls.max_num_steps,
+            n_state,
+            y0.size,
+            n_err,
+            0,
+            *NO_RECORDING,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_z,
+            ev_count,
+            y_out,
+            stats,
+            info,
+        )
+        if code == st.RECORD_FULL and ev_count[0] >= capacity:
+            capacity *= 4
+            continue
+        break
+    st.raise_for_status(code, info, method, state_names)
+    k = int(ev_count[0])
+    log = EventLog(
+        times=ev_t[:k].copy(),
+        index=ev_index[:k].copy(),
+        slot=ev_slot[:k].copy(),
+        before=ev_z[:k].copy(),
+        names=[names[i] for i in ev_index[:k]],
+    )
+    return y_out, stats, log

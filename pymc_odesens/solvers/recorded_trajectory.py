@@ -44,9 +44,8 @@ POLYNOMIAL = 2
 _P, _N, _CAPACITY, _COUNT, _KIND, _HINT = range(6)
 
 
-def new_trajectory_buffer(
-    params: np.ndarray, n_states: int, capacity: int, kind: int
-) -> np.ndarray:
+@njit(cache=True)
+def new_trajectory_buffer(params, n_states, capacity, kind):
     """A zeroed buffer holding ``params`` with room for ``capacity`` recorded steps."""
     p = params.size
     buf = np.zeros(HEADER_SIZE + p + n_states + capacity * (1 + 2 * n_states))

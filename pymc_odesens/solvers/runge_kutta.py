@@ -7,6 +7,20 @@ step to end there: Dormand–Prince's fourth-order continuous extension for
 ``rk45``; for ``ckrk`` (which has no continuous extension) a Cash–Karp
 sub-step from the accepted step's start to the output time, fifth-order like
 the step itself (5 extra right-hand-side evaluations per output time).
+
+A run can record its trajectory like the multistep driver: every
+``record_every`` accepted steps the time, the leading ``rec_y.shape[1]``
+components and (if ``rec_f`` has rows) their derivative at the step's end (for
+``rk45`` its FSAL stage, for ``ckrk`` the first stage of the next step). With
+``record_every = 1`` and rows in ``rec_dense``, ``rk45`` also stores
+``sum_s D_s k_s`` of each step, with which :func:`dormand_prince_dense_output`
+evaluates its continuous extension between two consecutive records.
+
+A run can stop at events, as the multistep driver does (see
+:mod:`pymc_odesens.solvers.event_location`): the conditions are checked over each
+accepted step on the dense output (``ckrk`` samples its interior by the cubic Hermite
+interpolant of the step's ends and locates the event time with Cash–Karp sub-steps,
+so that ``tau`` has the step's own order), and ``t_stop`` is hit exactly.
 """
 
 from __future__ import annotations
@@ -21,12 +35,30 @@ from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.error_norm import (
     error_weights,
     first_non_finite,
+    grouped_rms_norm,
     initial_step_size,
     largest_weighted_component,
-    weighted_rms_norm,
+)
+from pymc_odesens.solvers.event_location import (
+    EVENT_SAMPLES,
+    MAX_ROOT_ITERATIONS,
+    bracket_done,
+    bracket_resolution,
+    first_point,
+    illinois_step,
+    initial_sides,
+    start_bracket,
+    triggered,
+    update_sides,
 )
 
-__all__ = ["integrate_explicit_rk", "DORMAND_PRINCE", "CASH_KARP", "RK_METHOD_IDS"]
+__all__ = [
+    "integrate_explicit_rk",
+    "dormand_prince_dense_output",
+    "DORMAND_PRINCE",
+    "CASH_KARP",
+    "RK_METHOD_IDS",
+]
 
 DORMAND_PRINCE = 0
 CASH_KARP = 1
@@ -110,8 +142,21 @@ _SIGNATURE = types.int64(
     types.float64[::1],  # rtol (per component)
     types.float64[::1],  # atol (per component)
     types.int64,  # max_num_steps
+    types.int64,  # n_state: block size N (the error norm is the largest over blocks)
     types.int64,  # n_err: leading components in the error norm
     types.int64,  # method id
+    types.int64,  # record_every: record every k-th accepted step (0: no recording)
+    types.float64[::1],  # rec_t (capacity,)
+    types.float64[:, ::1],  # rec_y (capacity, recorded components)
+    types.float64[:, ::1],  # rec_f (capacity or 0, recorded components)
+    types.int64[::1],  # rec_count (1,): number of records written
+    types.float64[:, ::1],  # rec_dense (capacity or 0, recorded components): rk45's sum D_s k_s
+    KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
+    types.int64[::1],  # direction of each implicit condition (none: no implicit events)
+    types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
+    types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
+    types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
+    types.float64[::1],  # z_event: the vector just before the event
     types.float64[:, ::1],  # y_out (T, n)
     types.int64[::1],  # stats
     types.float64[::1],  # info
@@ -131,8 +176,9 @@ def _stage_state(y, h, a_row, k, n_prev, out):
 
 @njit(cache=True)
 def _dense_dormand_prince(t_old, h, y_old, y_new, k, theta, out):
-    # Hairer's CONTD5: y(t_old + theta h) with the continuous extension of DOPRI5.
-    n = y_old.size
+    # Hairer's CONTD5: y(t_old + theta h) with the continuous extension of DOPRI5
+    # (the leading out.size components).
+    n = out.size
     th1 = 1.0 - theta
     for i in range(n):
         r2 = y_new[i] - y_old[i]
@@ -146,6 +192,43 @@ def _dense_dormand_prince(t_old, h, y_old, y_new, k, theta, out):
         out[i] = y_old[i] + theta * (r2 + th1 * (r3 + theta * (r4 + th1 * r5)))
 
 
+@njit(cache=True, inline="always")
+def dormand_prince_dense_output(t_a, y_a, f_a, t_b, y_b, f_b, d_b, t, out):
+    """Dormand–Prince's continuous extension at ``t`` in ``[t_a, t_b]`` from two records.
+
+    ``y``/``f`` at both ends of one accepted step and ``d_b = sum_s D_s k_s`` of
+    that step (``rec_dense``); the same polynomial as the dense output of the run.
+    """
+    h = t_b - t_a
+    theta = (t - t_a) / h
+    th1 = 1.0 - theta
+    for i in range(y_a.size):
+        r2 = y_b[i] - y_a[i]
+        r3 = h * f_a[i] - r2
+        r4 = r2 - h * f_b[i] - r3
+        r5 = h * d_b[i]
+        out[i] = y_a[i] + theta * (r2 + th1 * (r3 + theta * (r4 + th1 * r5)))
+
+
+@njit(cache=True)
+def _record(t, y, f, dense, method, rec_t, rec_y, rec_f, rec_dense, rec_count):
+    """Append ``t``, the leading components of ``y`` (and ``f``, ``dense``); False when full."""
+    k = rec_count[0]
+    if k >= rec_t.size:
+        return False
+    rec_t[k] = t
+    for i in range(rec_y.shape[1]):
+        rec_y[k, i] = y[i]
+    if rec_f.shape[0] > 0:
+        for i in range(rec_f.shape[1]):
+            rec_f[k, i] = f[i]
+    if rec_dense.shape[0] > 0:
+        for i in range(rec_dense.shape[1]):
+            rec_dense[k, i] = dense[i] if method == DORMAND_PRINCE else 0.0
+    rec_count[0] = k + 1
+    return True
+
+
 @njit(cache=True)
 def _non_finite_stage_component(k, n_stages, n):
     for s in range(n_stages):
@@ -153,6 +236,20 @@ def _non_finite_stage_component(k, n_stages, n):
         if bad >= 0:
             return bad
     return -1
+
+
+@njit(cache=True)
+def _hermite(t, h, y, f, y_new, f_new, t_out, out):
+    # the cubic Hermite interpolant of the step's ends (leading out.size components)
+    s = (t_out - t) / h
+    s2 = s * s
+    s3 = s2 * s
+    h00 = 2.0 * s3 - 3.0 * s2 + 1.0
+    h10 = s3 - 2.0 * s2 + s
+    h01 = -2.0 * s3 + 3.0 * s2
+    h11 = s3 - s2
+    for i in range(out.size):
+        out[i] = h00 * y[i] + h * h10 * f[i] + h01 * y_new[i] + h * h11 * f_new[i]
 
 
 @njit(cache=True)
@@ -174,14 +271,46 @@ def _cash_karp_substep(rhs, t, y, k, p, v, h_sub, k_sub, y_stage, out):
 
 @njit(_SIGNATURE, cache=True, nogil=True)
 def integrate_explicit_rk(
-    rhs, t0, y0, p, times, rtol, atol, max_num_steps, n_err, method, y_out, stats, info
+    rhs,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_err,
+    method,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    rec_dense,
+    events,
+    directions,
+    g_zero,
+    t_stop,
+    event_out,
+    z_event,
+    y_out,
+    stats,
+    info,
 ):
     """Integrate ``y' = rhs(t, y, p)`` from ``t0`` and write ``y`` at ``times`` into ``y_out``.
 
-    Returns a status code of :mod:`pymc_odesens.solvers.status`; ``stats`` and
-    ``info`` are filled in place. ``times`` must be non-decreasing and >= t0.
+    ``y`` may be made of blocks of ``n_state`` components (the state and its
+    sensitivity columns); the local error is the largest weighted RMS norm of
+    the blocks among the first ``n_err`` components (CVODES' norm).
+
+    Returns a status code of :mod:`pymc_odesens.solvers.status` (``RECORD_FULL``
+    when the recording arrays are too short, ``EVENT`` / ``STOP`` at an event, as
+    :func:`~pymc_odesens.solvers.multistep.run_multistep`); ``stats`` and ``info`` are filled
+    in place. ``times`` must be non-decreasing and >= t0.
     """
     n = y0.size
+    rec_count[0] = 0
     n_times = times.size
     if method == DORMAND_PRINCE:
         c_nodes, a_mat, b_w, e_w, n_stages = DP_C, DP_A, DP_B, DP_E, 7
@@ -196,7 +325,16 @@ def integrate_explicit_rk(
     err = np.empty(n)
     weights = np.empty(n)
     dense = np.empty(n)
+    dense_coef = np.zeros(n)
     v = np.zeros(1)
+    n_cond = directions.size
+    g_now = np.empty(max(n_cond, 1))
+    g_new = np.empty(max(n_cond, 1))
+    g_trial = np.empty(max(n_cond, 1))
+    sides = np.zeros(max(n_cond, 1), dtype=np.int64)
+    bracket = np.empty(5)
+    state = np.empty(n_state)  # the state part of the dense output, for the conditions
+    n_accepted = 0
     t = t0
     out_index = 0
     while out_index < n_times and times[out_index] <= t0:
@@ -205,14 +343,37 @@ def integrate_explicit_rk(
     if out_index == n_times:
         return st.SUCCESS
     t_end = times[n_times - 1]
+    t_limit = min(t_end, t_stop)
+    if n_cond > 0:
+        events(t, y.ctypes, p.ctypes, v.ctypes, g_now.ctypes)
+        initial_sides(g_now, g_zero, sides)
     rhs(t, y.ctypes, p.ctypes, v.ctypes, k[0].ctypes)
     stats[st.N_RHS] += 1
     bad = first_non_finite(k[0], n)
     if bad >= 0:
         info[0], info[1], info[2] = t, 0.0, bad
         return st.NON_FINITE_RHS
+    if record_every > 0:
+        if not _record(t, y, k[0], dense_coef, method, rec_t, rec_y, rec_f, rec_dense, rec_count):
+            info[0], info[1], info[2], info[3] = t, 0.0, -1, rec_t.size
+            return st.RECORD_FULL
     h = initial_step_size(
-        rhs, t, y, k[0], p, v, rtol, atol, n_err, 4, t_end - t, y_new, f_new, weights
+        rhs,
+        t,
+        y,
+        k[0],
+        p,
+        v,
+        rtol,
+        atol,
+        n_state,
+        n_err,
+        n_err,
+        4,
+        t_limit - t,
+        y_new,
+        f_new,
+        weights,
     )
     stats[st.N_RHS] += 1
     steps_since_output = 0
@@ -231,8 +392,8 @@ def integrate_explicit_rk(
             info[0], info[1], info[2], info[3] = t, h, -1, max_num_steps
             return st.MAX_NUM_STEPS
         last = False
-        if t + h >= t_end:
-            h = t_end - t
+        if t + h >= t_limit:
+            h = t_limit - t
             last = True
         # stages
         for s in range(1, n_stages):
@@ -247,14 +408,14 @@ def integrate_explicit_rk(
                 s_e += e_w[s] * k[s, i]
             y_new[i] = y[i] + h * s_b
             err[i] = h * s_e
-        t_new = t_end if last else t + h
+        t_new = t_limit if last else t + h
         if method == DORMAND_PRINCE:
             rhs(t_new, y_new.ctypes, p.ctypes, v.ctypes, k[6].ctypes)
             stats[st.N_RHS] += 1
             for i in range(n):
                 err[i] += h * e_w[6] * k[6, i]
         error_weights(y, y_new, rtol, atol, n_err, weights)
-        err_norm = weighted_rms_norm(err, weights, n_err)
+        err_norm = grouped_rms_norm(err, weights, n_state, n_err, n_err)
         if not np.isfinite(err_norm):
             non_finite_retries += 1
             stats[st.N_REJECTED] += 1
@@ -273,6 +434,97 @@ def integrate_explicit_rk(
         # accepted
         stats[st.N_STEPS] += 1
         steps_since_output += 1
+        n_accepted += 1
+        if n_cond > 0:
+            if method == CASH_KARP:
+                # f at the step's end (the next step's first stage) for the Hermite samples
+                rhs(t_new, y_new.ctypes, p.ctypes, v.ctypes, f_new.ctypes)
+                stats[st.N_RHS] += 1
+            else:
+                f_new[:] = k[6]
+            # sign changes over EVENT_SAMPLES sub-intervals of the step, earliest first
+            found = -1
+            tau = t_new
+            g_res = 0.0
+            t_a = t
+            for sample in range(1, EVENT_SAMPLES + 1):
+                if sample == EVENT_SAMPLES:
+                    t_b = t_new
+                    events(t_b, y_new.ctypes, p.ctypes, v.ctypes, g_new.ctypes)
+                else:
+                    t_b = t + h * sample / EVENT_SAMPLES
+                    if method == DORMAND_PRINCE:
+                        _dense_dormand_prince(t, h, y, y_new, k, (t_b - t) / h, state)
+                    else:
+                        _hermite(t, h, y, k[0], y_new, f_new, t_b, state)
+                    events(t_b, state.ctypes, p.ctypes, v.ctypes, g_new.ctypes)
+                for j in range(n_cond):
+                    if triggered(sides[j], g_new[j], directions[j]) == 0:
+                        continue
+                    start_bracket(bracket, t_a, g_now[j], t_b, g_new[j])
+                    tm = first_point(t_a, g_now[j], t_b, g_new[j])
+                    iterations = 0
+                    while not bracket_done(bracket) and iterations < MAX_ROOT_ITERATIONS:
+                        if method == DORMAND_PRINCE:
+                            _dense_dormand_prince(t, h, y, y_new, k, (tm - t) / h, state)
+                            events(tm, state.ctypes, p.ctypes, v.ctypes, g_trial.ctypes)
+                        else:
+                            _cash_karp_substep(rhs, t, y, k, p, v, tm - t, k_sub, y_stage, dense)
+                            stats[st.N_RHS] += 5
+                            events(tm, dense.ctypes, p.ctypes, v.ctypes, g_trial.ctypes)
+                        tm = illinois_step(bracket, tm, g_trial[j])
+                        iterations += 1
+                    if found < 0 or bracket[2] < tau:
+                        found, tau, g_res = j, bracket[2], bracket_resolution(bracket)
+                if found >= 0:
+                    break
+                update_sides(sides, g_new, g_now)
+                t_a = t_b
+            if found >= 0:
+                while out_index < n_times and times[out_index] < tau:
+                    t_out = times[out_index]
+                    if method == DORMAND_PRINCE:
+                        _dense_dormand_prince(t, h, y, y_new, k, (t_out - t) / h, dense)
+                    else:
+                        _cash_karp_substep(rhs, t, y, k, p, v, t_out - t, k_sub, y_stage, dense)
+                        stats[st.N_RHS] += 5
+                    y_out[out_index, :] = dense
+                    out_index += 1
+                if tau == t_new:
+                    z_event[:] = y_new
+                elif method == DORMAND_PRINCE:
+                    _dense_dormand_prince(t, h, y, y_new, k, (tau - t) / h, z_event)
+                else:
+                    _cash_karp_substep(rhs, t, y, k, p, v, tau - t, k_sub, y_stage, z_event)
+                    stats[st.N_RHS] += 5
+                event_out[0], event_out[1], event_out[2], event_out[3] = (
+                    tau,
+                    found,
+                    out_index,
+                    g_res,
+                )
+                return st.EVENT
+        if t_new >= t_stop:
+            while out_index < n_times and times[out_index] < t_stop:
+                t_out = times[out_index]
+                if method == DORMAND_PRINCE:
+                    _dense_dormand_prince(t, h, y, y_new, k, (t_out - t) / h, dense)
+                else:
+                    _cash_karp_substep(rhs, t, y, k, p, v, t_out - t, k_sub, y_stage, dense)
+                    stats[st.N_RHS] += 5
+                y_out[out_index, :] = dense
+                out_index += 1
+            z_event[:] = y_new
+            event_out[0], event_out[1], event_out[2], event_out[3] = t_new, -1.0, out_index, 0.0
+            return st.STOP
+        recording = record_every > 0 and n_accepted % record_every == 0
+        if recording and method == DORMAND_PRINCE and rec_dense.shape[0] > 0:
+            for i in range(n):
+                acc = 0.0
+                for s in range(7):
+                    if DP_D[s] != 0.0:
+                        acc += DP_D[s] * k[s, i]
+                dense_coef[i] = acc
         while out_index < n_times and times[out_index] <= t_new:
             t_out = times[out_index]
             if t_out == t_new:
@@ -298,9 +550,17 @@ def integrate_explicit_rk(
         y[:] = y_new
         if method == DORMAND_PRINCE:
             k[0, :] = k[6]
+        elif n_cond > 0:
+            k[0, :] = f_new  # evaluated for the event check
         else:
             rhs(t, y.ctypes, p.ctypes, v.ctypes, k[0].ctypes)
             stats[st.N_RHS] += 1
+        if recording:
+            if not _record(
+                t, y, k[0], dense_coef, method, rec_t, rec_y, rec_f, rec_dense, rec_count
+            ):
+                info[0], info[1], info[2], info[3] = t, h, -1, rec_t.size
+                return st.RECORD_FULL
         h *= factor
         if math.isinf(h):
             h = t_end - t

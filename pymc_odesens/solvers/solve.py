@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_odesens.codegen import compile_kernels
+from pymc_odesens.codegen import compile_event_kernels, compile_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.solvers.controls import SolverControls, resolve_controls, validate_times
-from pymc_odesens.solvers.integrate import integrate
+from pymc_odesens.solvers.integrate import EventLog, integrate, integrate_events
 from pymc_odesens.solvers.status import stats_dict
 
 __all__ = ["OdeProblem", "OdeSolution", "prepare_problem", "solve", "validate_vector"]
@@ -32,6 +32,10 @@ class OdeSolution:
     controls : SolverControls
         The controls used (Stan's defaults filled in).
     states : list of str
+    events : EventLog or None
+        For systems with events: the events that happened (``.times``,
+        ``.names``, ``.index``, ``.before`` = the state just before each).
+        Outputs at an event time hold the state just after it.
     """
 
     t: np.ndarray
@@ -39,6 +43,7 @@ class OdeSolution:
     stats: dict
     controls: SolverControls
     states: list = field(default_factory=list)
+    events: EventLog | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         """Trajectory of the state called ``name``."""
@@ -182,18 +187,40 @@ def solve(
     )
     n = system.n_states
     controls = problem.controls
-    y_out, stats = integrate(
-        method,
-        problem.kernels.rhs,
-        problem.kernels.jac_y,
-        problem.t0,
-        problem.y0,
-        problem.params,
-        problem.times,
-        controls,
-        n_state=n,
-        n_err=n,
-        atol=controls.absolute_tolerance,
-        state_names=system.states,
+    event_kernels = compile_event_kernels(system)
+    log = None
+    if event_kernels is None:
+        y_out, stats = integrate(
+            method,
+            problem.kernels.rhs,
+            problem.kernels.jac_y,
+            problem.t0,
+            problem.y0,
+            problem.params,
+            problem.times,
+            controls,
+            n_state=n,
+            n_err=n,
+            atol=controls.absolute_tolerance,
+            state_names=system.states,
+        )
+    else:
+        y_out, stats, log = integrate_events(
+            method,
+            problem.kernels.rhs,
+            problem.kernels.jac_y,
+            event_kernels.jump,
+            event_kernels,
+            problem.t0,
+            problem.y0,
+            problem.params,
+            problem.times,
+            controls,
+            n_state=n,
+            n_err=n,
+            atol=controls.absolute_tolerance,
+            state_names=system.states,
+        )
+    return OdeSolution(
+        problem.times, y_out, stats_dict(stats), controls, list(system.states), events=log
     )
-    return OdeSolution(problem.times, y_out, stats_dict(stats), controls, list(system.states))

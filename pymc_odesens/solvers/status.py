@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_odesens.solvers.errors import (
+    EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
     NonFiniteRhsError,
@@ -22,6 +23,9 @@ STEP_TOO_SMALL = 2
 NON_FINITE_RHS = 3
 NEWTON_FAILED = 4
 RECORD_FULL = 5  # internal: the trajectory recording arrays are full
+EVENT = 6  # internal: stopped at an implicit event (see solvers.event_location)
+STOP = 7  # internal: stopped at the requested stop time (an explicit event)
+BAD_EVENT_TIME = 8  # an explicit event time is not finite
 
 INFO_SIZE = 4
 
@@ -104,6 +108,15 @@ def raise_for_status(status: int, info: np.ndarray, method: str, state_names=Non
             t=t,
             step_size=h,
             component=comp,
+            method=method,
+        )
+    if status == BAD_EVENT_TIME:
+        raise EventTimeError(
+            f"{method}: explicit event time {int(extra)} is not finite at these parameters "
+            f"(value {t})",
+            t=t,
+            step_size=h,
+            component=None,
             method=method,
         )
     if status == RECORD_FULL:

@@ -44,7 +44,11 @@ def test_rhs_equals_reference_loader(name, reference_loader):
     rng = np.random.default_rng(0)
     y = rng.uniform(0.1, 1.0, system.n_states)
     p = system.p_nominal * rng.uniform(0.5, 1.5, system.n_params)
-    subs = {system.t: 0.3, **dict(zip(system.state_symbols, y)), **dict(zip(system.param_symbols, p))}
+    subs = {
+        system.t: 0.3,
+        **dict(zip(system.state_symbols, y)),
+        **dict(zip(system.param_symbols, p)),
+    }
     ours = np.array([float(e.evalf(subs=subs)) for e in system.rhs_expressions])
     np.testing.assert_allclose(ours, ref.rhs(0.3, y, p), rtol=1e-12, atol=1e-14)
 

@@ -31,8 +31,14 @@ def test_matches_ground_truth(reference_system, name, method, rtol, atol, bound)
     system = reference_system(name)
     truth = load_truth(name)
     result = solve(
-        system, truth["y"][0], truth["t"], system.p_nominal, t0=system.t0, method=method,
-        relative_tolerance=rtol, absolute_tolerance=atol,
+        system,
+        truth["y"][0],
+        truth["t"],
+        system.p_nominal,
+        t0=system.t0,
+        method=method,
+        relative_tolerance=rtol,
+        absolute_tolerance=atol,
     )
     assert result.y.shape == truth["y"].shape
     np.testing.assert_array_equal(result.t, truth["t"])
@@ -47,8 +53,15 @@ def test_linear2_closed_form(reference_system):
     y1 = np.exp(-p1 * t)
     y0 = np.exp(-p0 * t) + p1 / (p0 - p1) * (np.exp(-p1 * t) - np.exp(-p0 * t))
     for method in ALL:
-        result = solve(system, [1.0, 1.0], t, system.p_nominal, method=method,
-                       relative_tolerance=1e-10, absolute_tolerance=1e-12)
+        result = solve(
+            system,
+            [1.0, 1.0],
+            t,
+            system.p_nominal,
+            method=method,
+            relative_tolerance=1e-10,
+            absolute_tolerance=1e-12,
+        )
         np.testing.assert_allclose(result.y[:, 0], y0, rtol=0, atol=1e-8)
         np.testing.assert_allclose(result.y[:, 1], y1, rtol=0, atol=1e-8)
 
@@ -71,8 +84,14 @@ def test_error_falls_with_tolerance(reference_system, name, method):
     errors = []
     for tol in (1e-5, 1e-7, 1e-9):
         result = solve(
-            system, truth["y"][0], truth["t"], system.p_nominal, t0=system.t0, method=method,
-            relative_tolerance=tol, absolute_tolerance=tol * 1e-3,
+            system,
+            truth["y"][0],
+            truth["t"],
+            system.p_nominal,
+            t0=system.t0,
+            method=method,
+            relative_tolerance=tol,
+            absolute_tolerance=tol * 1e-3,
         )
         errors.append(scaled_error(result.y, truth["y"]))
     # each 100x tighter tolerance must buy at least a 10x smaller error
@@ -90,8 +109,14 @@ def test_convergence_sweep_nonstiff(reference_system, name, method):
     errors = []
     for tol in (1e-4, 1e-6, 1e-8, 1e-10, 1e-12):
         result = solve(
-            system, truth["y"][0], truth["t"], system.p_nominal, t0=system.t0, method=method,
-            relative_tolerance=tol, absolute_tolerance=tol,
+            system,
+            truth["y"][0],
+            truth["t"],
+            system.p_nominal,
+            t0=system.t0,
+            method=method,
+            relative_tolerance=tol,
+            absolute_tolerance=tol,
         )
         errors.append(scaled_error(result.y, truth["y"]))
     truth_floor = 1e-11  # the truth itself (Radau 1e-10 / 1e-12, or exact for linear2)

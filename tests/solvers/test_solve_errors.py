@@ -68,8 +68,16 @@ def test_system_type_is_checked():
 @pytest.mark.parametrize("method", ["rk45", "ckrk", "bdf", "adams"])
 def test_max_num_steps_between_outputs(decay, method):
     with pytest.raises(MaxNumStepsError, match=r"max_num_steps = 5 .* t = .*step size h") as info:
-        solve(decay, [1.0], [100.0], [1.0], method=method, max_num_steps=5,
-              relative_tolerance=1e-10, absolute_tolerance=1e-10)
+        solve(
+            decay,
+            [1.0],
+            [100.0],
+            [1.0],
+            method=method,
+            max_num_steps=5,
+            relative_tolerance=1e-10,
+            absolute_tolerance=1e-10,
+        )
     assert isinstance(info.value, OdeSolverError)
     assert 0.0 < info.value.t < 100.0 and info.value.step_size > 0
 

@@ -1,0 +1,147 @@
+"""Locating implicit events inside an accepted step, shared by all four integrators.
+
+An implicit event is a sign change of a condition ``g_j(t, y)`` along an accepted step.
+The conditions are evaluated at the step's end and, on the integrator's dense output,
+at the interior points ``t + k h / EVENT_SAMPLES``: a sign change over any of these
+sub-intervals counts (CVODE looks at the step's ends only, so a condition crossing zero
+and back within one long step, for instance a periodic function of ``t`` while the
+state is at rest, is missed there; here only if it happens within a fraction of the
+step). Each condition has a *side*, the sign it had at the last point looked at (0
+while undetermined: at the start of a run where the condition is within ``g_zero[j]``
+of zero, for instance right after its own event left the state on the switching
+surface). A change of side counts when its direction matches the condition's (``+1``
+up, ``-1`` down, ``0`` both); the event time is then located on the dense output by the
+Illinois variant of regula falsi, to a few units in the last place of ``t``, and the
+earliest event of the step wins.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "EVENT_OUT_SIZE",
+    "EVENT_SAMPLES",
+    "MAX_ROOT_ITERATIONS",
+    "bracket_done",
+    "bracket_resolution",
+    "first_point",
+    "illinois_step",
+    "initial_sides",
+    "start_bracket",
+    "triggered",
+    "update_sides",
+]
+
+EVENT_OUT_SIZE = 4
+"""``event_out`` of an integrator run that stops at an event:
+``[tau, condition index (-1 for an explicit stop time), outputs written, resolution of g
+at tau (the larger |g| at the ends of the final bracket)]``."""
+
+MAX_ROOT_ITERATIONS = 200
+EVENT_SAMPLES = 4
+"""Sub-intervals of a step over which sign changes are looked for (the conditions are
+evaluated on the dense output at 3 interior points besides the step's end), so that a
+condition crossing zero and back within one long step is still seen unless it does so
+within a quarter of the step."""
+_ULPS = 4.0
+
+
+@njit(cache=True, inline="always")
+def _sign(x):
+    if x > 0.0:
+        return 1
+    if x < 0.0:
+        return -1
+    return 0
+
+
+@njit(cache=True)
+def initial_sides(g, g_zero, sides):
+    """Sides of the conditions at the start of a run (0 where ``|g_j| <= g_zero[j]``)."""
+    for j in range(sides.size):
+        sides[j] = 0 if abs(g[j]) <= g_zero[j] else _sign(g[j])
+
+
+@njit(cache=True)
+def triggered(side, g_new, direction):
+    """Whether moving from ``side`` to the sign of ``g_new`` is an event of ``direction``.
+
+    Returns 0 (no event; the caller updates the side) or the crossing's direction.
+    """
+    s = _sign(g_new)
+    if side == 0 or s == side:
+        return 0
+    crossing = 1 if side < 0 else -1
+    if direction != 0 and direction != crossing:
+        return 0
+    return crossing
+
+
+@njit(cache=True)
+def update_sides(sides, g, g_previous):
+    """After a sub-interval without event: the conditions' new sides (where nonzero) and values."""
+    for j in range(sides.size):
+        g_previous[j] = g[j]
+        s = _sign(g[j])
+        if s != 0:
+            sides[j] = s
+
+
+@njit(cache=True, inline="always")
+def start_bracket(bracket, ta, ga, tb, gb):
+    """``bracket = [ta, ga, tb, gb, last]`` for :func:`illinois_step`."""
+    bracket[0], bracket[1], bracket[2], bracket[3], bracket[4] = ta, ga, tb, gb, 0.0
+
+
+@njit(cache=True, inline="always")
+def bracket_done(bracket):
+    """The root is found: ``g = 0`` at the bracket's end, or the bracket is a few ulps wide."""
+    if bracket[3] == 0.0:
+        return True
+    scale = max(abs(bracket[0]), abs(bracket[2]))
+    return bracket[2] - bracket[0] <= _ULPS * (np.nextafter(scale, np.inf) - scale)
+
+
+@njit(cache=True, inline="always")
+def bracket_resolution(bracket):
+    """How well ``g`` is resolved at the root: the larger ``|g|`` at the bracket's ends."""
+    return max(abs(bracket[1]), abs(bracket[3]))
+
+
+@njit(cache=True, inline="always")
+def first_point(ta, ga, tb, gb):
+    """Regula falsi point of the bracket, kept strictly inside it."""
+    if gb == ga:
+        return 0.5 * (ta + tb)
+    tm = tb - gb * (tb - ta) / (gb - ga)
+    if not (ta < tm < tb):
+        tm = 0.5 * (ta + tb)
+    return tm
+
+
+@njit(cache=True)
+def illinois_step(bracket, tm, gm):
+    """Shrink ``bracket = [ta, ga, tb, gb, last]`` with the value ``gm`` at ``tm``.
+
+    ``ga`` has the condition's old sign, ``gb`` the new one (or is 0). ``last``
+    remembers which end moved last: when the same end stays twice, the other
+    end's value is halved (Illinois), which keeps convergence superlinear.
+    Returns the next trial point.
+    """
+    ta, ga, tb, gb, last = bracket[0], bracket[1], bracket[2], bracket[3], bracket[4]
+    if gm == 0.0 or _sign(gm) == _sign(gb):
+        tb, gb = tm, gm
+        if last > 0.0:
+            ga *= 0.5
+        last = 1.0
+    else:
+        ta, ga = tm, gm
+        if last < 0.0:
+            gb *= 0.5
+        last = -1.0
+    bracket[0], bracket[1], bracket[2], bracket[3], bracket[4] = ta, ga, tb, gb, last
+    if gb == 0.0:
+        return tb
+    return first_point(ta, ga, tb, gb)

@@ -1,0 +1,25 @@
+"""Calling a generated kernel (a numba cfunc) once from Python."""
+
+from __future__ import annotations
+
+from numba import njit, types
+
+from pymc_odesens.codegen.signature import KERNEL_TYPE
+
+__all__ = ["call_kernel"]
+
+
+@njit(
+    types.void(
+        KERNEL_TYPE,
+        types.float64,
+        types.float64[::1],
+        types.float64[::1],
+        types.float64[::1],
+        types.float64[::1],
+    ),
+    cache=True,
+)
+def call_kernel(kernel, t, y, p, v, out):
+    """``kernel(t, y, p, v, out)`` with numpy arrays (compiled once for all kernels)."""
+    kernel(t, y.ctypes, p.ctypes, v.ctypes, out.ctypes)
