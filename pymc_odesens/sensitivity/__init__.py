@@ -1,4 +1,4 @@
-"""Layer 4: sensitivities of ODE solutions (forward and adjoint; PBS to follow)."""
+"""Layer 4: sensitivities of ODE solutions (forward, adjoint, Peano–Baker series)."""
 
 from pymc_odesens.sensitivity.adjoint import (
     AdjointCheckpoints,
@@ -7,16 +7,26 @@ from pymc_odesens.sensitivity.adjoint import (
     adjoint_gradient,
 )
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls
+from pymc_odesens.sensitivity.fisher_information import (
+    FisherInformationResult,
+    fisher_information,
+)
+from pymc_odesens.sensitivity.pbs_options import PbsOptions
+from pymc_odesens.sensitivity.pbs_report import PbsStepReport
 from pymc_odesens.sensitivity.result import SensitivityResult
 from pymc_odesens.sensitivity.solve_sensitivity import SENSITIVITY_METHODS, solve_sensitivity
 
 __all__ = [
     "SENSITIVITY_METHODS",
     "SensitivityResult",
+    "PbsOptions",
+    "PbsStepReport",
     "solve_sensitivity",
     "AdjointCheckpoints",
     "AdjointControls",
     "AdjointGradient",
     "adjoint_forward",
     "adjoint_gradient",
+    "FisherInformationResult",
+    "fisher_information",
 ]

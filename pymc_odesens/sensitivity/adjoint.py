@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_odesens.codegen import compile_adjoint_kernels
+from pymc_odesens.codegen import compile_adjoint_kernels, compile_event_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.integrate import multistep_integrator
+from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+from pymc_odesens.solvers.integrate import EventLog, hybrid_event_arguments
 from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
 
@@ -73,10 +74,14 @@ class AdjointCheckpoints:
     checkpoint_times : numpy.ndarray, shape (C,)
     checkpoint_states : numpy.ndarray, shape (C, N)
         The forward state every ``num_steps_between_checkpoints`` steps
-        (the first at ``t0``). Memory is bounded by these, not by the steps.
+        (the first at ``t0``, and one just after every event). Memory is
+        bounded by these, not by the steps.
     controls : AdjointControls
     stats : dict
         Statistics of the forward solve.
+    events : EventLog or None
+        For systems with events: the events that happened, with the state
+        just before each (the backward pass undoes their jumps).
     """
 
     t: np.ndarray
@@ -86,6 +91,7 @@ class AdjointCheckpoints:
     controls: AdjointControls
     stats: dict
     problem: OdeProblem = field(repr=False)
+    events: EventLog | None = None
     _buffer_capacity: int = field(default=0, repr=False)
 
     def backward(self, cotangent) -> AdjointGradient:
@@ -115,6 +121,21 @@ class AdjointCheckpoints:
         controls = self.controls
         adjoint_rhs, adjoint_jac = compile_adjoint_kernels(system)
         kernels = problem.kernels
+        event_kernels = compile_event_kernels(system)
+        event_jump = adjoint_rhs if event_kernels is None else event_kernels.adjoint_jump
+        log = self.events
+        if log is None:
+            event_log = (
+                np.zeros(0),
+                np.zeros(0, np.int64),
+                np.zeros(0, np.int64),
+                np.zeros((0, n)),
+            )
+            t_frozen = np.inf
+        else:
+            event_log = (log.times, log.index, log.slot, log.before)
+            last_terminal = log.times.size and event_kernels.terminal[log.index[-1]]
+            t_frozen = float(log.times[-1]) if last_terminal else np.inf
         params = problem.params if p else np.zeros(1)
         rtol_f = np.full(n, controls.relative_tolerance_forward)
         rtol_b = np.concatenate(
@@ -129,7 +150,14 @@ class AdjointCheckpoints:
                 np.full(p, controls.absolute_tolerance_quadrature),
             )
         )
-        capacity = self._buffer_capacity or 2 * controls.num_steps_between_checkpoints + 64
+        # a re-integrated stretch takes about the steps the forward pass took between its
+        # checkpoints (more after its restart at order 1; the record grows if needed):
+        # size it by K, or by the whole run when that is shorter (K = 1e6 must not
+        # allocate room for 2e6 steps)
+        steps = self.stats.get("n_steps", controls.num_steps_between_checkpoints)
+        capacity = self._buffer_capacity or (
+            2 * min(controls.num_steps_between_checkpoints, steps) + 64
+        )
         while True:
             buf = new_trajectory_buffer(
                 problem.params, n, capacity, controls.interpolation_polynomial
@@ -158,6 +186,9 @@ class AdjointCheckpoints:
                 atol_b,
                 controls.max_num_steps,
                 buf,
+                event_jump,
+                *event_log,
+                t_frozen,
                 z,
                 stats_f,
                 stats_b,
@@ -235,20 +266,35 @@ def adjoint_forward(
         ctl.max_num_steps,
     )
     n = system.n_states
-    integrator = multistep_integrator(ctl.forward_method)
     params_arr = problem.params if system.n_params else np.zeros(1)
     rtol = np.full(n, ctl.relative_tolerance_forward)
+    event_kernels = compile_event_kernels(system)
+    event_arguments = hybrid_event_arguments(
+        event_kernels,
+        None if event_kernels is None else event_kernels.jump,
+        problem.t0,
+        problem.params,
+        problem.kernels.rhs,
+    )
     capacity = _INITIAL_CHECKPOINT_CAPACITY
+    event_capacity = 16 + 2 * event_arguments[4].size
     while True:
         ckpt_t = np.zeros(capacity)
         ckpt_y = np.zeros((capacity, n))
         count = np.zeros(1, dtype=np.int64)
+        ev_t = np.zeros(event_capacity)
+        ev_index = np.zeros(event_capacity, dtype=np.int64)
+        ev_slot = np.zeros(event_capacity, dtype=np.int64)
+        ev_y = np.zeros((event_capacity, n))
+        ev_count = np.zeros(1, dtype=np.int64)
         y_out = np.empty((problem.times.size, n))
         stats = st.new_stats()
         info = np.zeros(st.INFO_SIZE)
-        code = integrator(
+        code = integrate_hybrid(
+            METHOD_CODES[ctl.forward_method],
             problem.kernels.rhs,
             problem.kernels.jac_y,
+            *event_arguments,
             problem.t0,
             problem.y0,
             params_arr,
@@ -264,15 +310,33 @@ def adjoint_forward(
             ckpt_y,
             np.zeros((0, 0)),
             count,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_y,
+            ev_count,
             y_out,
             stats,
             info,
         )
         if code != st.RECORD_FULL:
             break
-        capacity *= 4
+        if ev_count[0] >= event_capacity:
+            event_capacity *= 4
+        else:
+            capacity *= 4
     st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
     k = int(count[0])
+    events = None
+    if event_kernels is not None:
+        m = int(ev_count[0])
+        events = EventLog(
+            times=ev_t[:m].copy(),
+            index=ev_index[:m].copy(),
+            slot=ev_slot[:m].copy(),
+            before=ev_y[:m].copy(),
+            names=[event_kernels.names[e] for e in ev_index[:m]],
+        )
     return AdjointCheckpoints(
         t=problem.times,
         y=y_out,
@@ -281,6 +345,7 @@ def adjoint_forward(
         controls=ctl,
         stats=st.stats_dict(stats),
         problem=problem,
+        events=events,
     )
 
 

@@ -18,6 +18,7 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import run_multistep
 from pymc_odesens.solvers.recorded_trajectory import recording_views, set_record_count
 
@@ -26,6 +27,10 @@ __all__ = ["backward_pass", "BACKWARD_INFO_SIZE", "PHASE_REINTEGRATION", "PHASE_
 BACKWARD_INFO_SIZE = 5  # t, h, component, extra (as status.INFO_SIZE) and the phase
 PHASE_REINTEGRATION = 0
 PHASE_BACKWARD = 1
+# A backward stretch shorter than this many units in the last place of t (two output
+# times, or an output time and a checkpoint, a few roundings apart) is too short for
+# the integrator's smallest step: it is taken as one explicit Euler step instead.
+SHORT_SPAN_ULPS = 100.0
 
 BACKWARD_SIGNATURE = types.int64(
     types.int64,  # forward family (multistep.BDF or ADAMS), for the re-integration
@@ -47,6 +52,12 @@ BACKWARD_SIGNATURE = types.int64(
     types.float64[::1],  # backward atol (N + P,)
     types.int64,  # max_num_steps
     types.float64[::1],  # trajectory buffer (parameters + room for one stretch)
+    KERNEL_TYPE,  # event_adjoint_jump (events only)
+    types.float64[::1],  # event times, in the order they happened
+    types.int64[::1],  # their event indices
+    types.int64[::1],  # their time positions (explicit events; -1 implicit)
+    types.float64[:, ::1],  # the state just before each event
+    types.float64,  # t_frozen: a terminal event's time (the state is constant after it)
     types.float64[::1],  # z (N + P,), out: [lambda(t0), mu(t0)]
     types.int64[::1],  # statistics of the re-integration
     types.int64[::1],  # statistics of the backward integration
@@ -75,12 +86,24 @@ def backward_pass(
     atol_b,
     max_num_steps,
     buf,
+    adjoint_jump,
+    ev_t,
+    ev_index,
+    ev_slot,
+    ev_y,
+    t_frozen,
     z,
     stats_f,
     stats_b,
     info,
 ):
     """Integrate the adjoint from ``times[-1]`` to ``t0``; ``z`` ends as ``[lambda(t0), mu(t0)]``.
+
+    At an output time its cotangent is added to ``lambda`` (outputs are right
+    limits), then the events at that time are undone in reverse order by the
+    transposed jump (``adjoint_jump`` with the state before each event), which also
+    adds each event's term to ``mu``. After a terminal event at ``t_frozen`` the
+    state is constant, so ``lambda`` only collects cotangents there.
 
     Returns a status code; on failure ``info[4]`` tells the phase.
     """
@@ -92,18 +115,52 @@ def backward_pass(
     no_t = np.zeros(0)
     no_rows = np.zeros((0, 0))
     no_count = np.zeros(1, dtype=np.int64)
-    target_f = np.empty(1)
-    y_end = np.empty((1, n))
+    no_directions = np.zeros(0, dtype=np.int64)
+    no_values = np.zeros(0)
+    event_out = np.zeros(EVENT_OUT_SIZE)
+    unused = np.zeros(1)
+    dz = np.empty(n_z)
+    # re-integration targets: the output times inside a stretch, then its end
+    target_f = np.empty(n_times + 1)
+    y_end = np.empty((n_times + 1, n))
     target_s = np.empty(1)
     z_end = np.empty((1, n_z))
+    n_p = n_z - n
+    v_jump = np.zeros(2 + n)
+    jump_out = np.empty(n_z)
     for i in range(n_z):
         z[i] = 0.0
-    t_end = times[n_times - 1]
+    t_end = min(times[n_times - 1], t_frozen)
     loaded = -1
-    t_cur = t_end
+    t_cur = times[n_times - 1]
     i = n_times - 1
+    k_event = ev_t.size - 1
     while True:
-        target = times[i] if i >= 0 else t0
+        while i >= 0 and times[i] >= t_cur:
+            for k in range(n):
+                z[k] += cotangent[i, k]
+            i -= 1
+        while k_event >= 0 and ev_t[k_event] >= t_cur:
+            v_jump[0], v_jump[1] = ev_index[k_event], ev_slot[k_event]
+            for k in range(n):
+                v_jump[2 + k] = z[k]
+            adjoint_jump(t_cur, ev_y[k_event].ctypes, p.ctypes, v_jump.ctypes, jump_out.ctypes)
+            for k in range(n):
+                z[k] = jump_out[k]
+            for k in range(n_p):
+                z[n + k] += jump_out[n + k]
+            k_event -= 1
+        if i < 0 and k_event < 0 and t_cur <= t0:
+            break
+        target = t0
+        if i >= 0:
+            target = max(target, times[i])
+        if k_event >= 0:
+            target = max(target, ev_t[k_event])
+        if t_cur > t_end:
+            # after a terminal event nothing moves: lambda and mu are constant
+            t_cur = max(target, t_end)
+            continue
         while t_cur > target:
             # the checkpoint stretch that holds t_cur: last j with ckpt_t[j] < t_cur
             j = n_ckpt - 1
@@ -111,7 +168,17 @@ def backward_pass(
                 j -= 1
             if j != loaded:
                 stretch_end = ckpt_t[j + 1] if j + 1 < n_ckpt else t_end
-                target_f[0] = stretch_end
+                # max_num_steps counts steps between output times, as in the forward
+                # pass: the output times inside the stretch are targets too (else a
+                # stretch of more than max_num_steps steps would fail here although
+                # the forward pass took it)
+                n_target = 0
+                for k in range(n_times):
+                    if ckpt_t[j] < times[k] < stretch_end:
+                        target_f[n_target] = times[k]
+                        n_target += 1
+                target_f[n_target] = stretch_end
+                n_target += 1
                 code = run_multistep(
                     family_forward,
                     rhs,
@@ -119,7 +186,7 @@ def backward_pass(
                     ckpt_t[j],
                     ckpt_y[j].copy(),
                     p,
-                    target_f,
+                    target_f[:n_target],
                     rtol_f,
                     atol_f,
                     max_num_steps,
@@ -131,7 +198,13 @@ def backward_pass(
                     rec_y,
                     rec_f,
                     rec_count,
-                    y_end,
+                    rhs,
+                    no_directions,
+                    no_values,
+                    np.inf,
+                    event_out,
+                    no_values,
+                    y_end[:n_target],
                     stats_f,
                     info,
                 )
@@ -141,6 +214,15 @@ def backward_pass(
                 set_record_count(buf, rec_count[0])
                 loaded = j
             a = max(target, ckpt_t[j])
+            ulp = np.nextafter(abs(t_cur), np.inf) - abs(t_cur)
+            if t_cur - a <= SHORT_SPAN_ULPS * ulp:
+                # dz/ds = F(s, z) over ds = t_cur - a: error O(ds^2), far below rounding
+                adjoint_rhs(-t_cur, z.ctypes, buf.ctypes, unused.ctypes, dz.ctypes)
+                stats_b[st.N_RHS] += 1
+                for k in range(n_z):
+                    z[k] += (t_cur - a) * dz[k]
+                t_cur = a
+                continue
             target_s[0] = -a
             code = run_multistep(
                 family_backward,
@@ -161,6 +243,12 @@ def backward_pass(
                 no_rows,
                 no_rows,
                 no_count,
+                adjoint_rhs,
+                no_directions,
+                no_values,
+                np.inf,
+                event_out,
+                no_values,
                 z_end,
                 stats_b,
                 info,
@@ -172,10 +260,4 @@ def backward_pass(
             for k in range(n_z):
                 z[k] = z_end[0, k]
             t_cur = a
-        if i < 0:
-            break
-        while i >= 0 and times[i] == t_cur:
-            for k in range(n):
-                z[k] += cotangent[i, k]
-            i -= 1
     return st.SUCCESS

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_odesens.codegen import compile_sensitivity_kernel
+from pymc_odesens.codegen import (
+    compile_event_kernels,
+    compile_event_sensitivity_kernels,
+    compile_sensitivity_kernel,
+)
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks
-from pymc_odesens.solvers.integrate import integrate
+from pymc_odesens.solvers.integrate import (
+    EventLog,
+    evaluate_kernel,
+    integrate,
+    integrate_events,
+)
 from pymc_odesens.solvers.solve import OdeProblem
 
 __all__ = ["forward_sensitivities", "initial_sensitivities"]
@@ -35,8 +44,10 @@ def initial_sensitivities(problem: OdeProblem, n_param_cols: int, n_y0_cols: int
 
 def forward_sensitivities(
     problem: OdeProblem, wrt: str, sensitivity_error_control: bool
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """Integrate states and forward sensitivities.
+) -> tuple[
+    np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, EventLog | None, np.ndarray
+]:
+    """Integrate states and forward sensitivities (through the system's events, if any).
 
     Returns
     -------
@@ -44,6 +55,11 @@ def forward_sensitivities(
     S_params : (T, N, P) or None
     S_y0 : (T, N, N) or None
     stats : int64 statistics array
+    events : EventLog or None
+        The events that happened (``before`` holds the state just before each).
+    event_time_sensitivities : (K, columns)
+        ``d tau_k / d alpha`` of each event time for each sensitivity column
+        (parameters first, then initial states).
     """
     system = problem.system
     n = system.n_states
@@ -53,26 +69,62 @@ def forward_sensitivities(
     atol = problem.controls.absolute_tolerance
     atol_z = np.tile(atol, 1 + blocks)  # Stan/CVODES: sensitivities share the state tolerances
     n_err = z0.size if sensitivity_error_control else n
-    z_out, stats = integrate(
-        problem.controls.method,
-        compile_sensitivity_kernel(system, wrt),
-        problem.kernels.jac_y,
+    arguments = (
         problem.t0,
         z0,
         problem.params,
         problem.times,
         problem.controls,
-        n_state=n,
-        n_err=n_err,
-        atol=atol_z,
-        state_names=_component_names(system, n_p, n_y0),
     )
+    options = dict(
+        n_state=n, n_err=n_err, atol=atol_z, state_names=_component_names(system, n_p, n_y0)
+    )
+    event_kernels = compile_event_kernels(system)
+    log = None
+    dtau = np.zeros((0, blocks))
+    if event_kernels is None:
+        z_out, stats = integrate(
+            problem.controls.method,
+            compile_sensitivity_kernel(system, wrt),
+            problem.kernels.jac_y,
+            *arguments,
+            **options,
+        )
+    else:
+        jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
+        z_out, stats, full_log = integrate_events(
+            problem.controls.method,
+            compile_sensitivity_kernel(system, wrt),
+            problem.kernels.jac_y,
+            jump,
+            event_kernels,
+            *arguments,
+            **options,
+        )
+        dtau = np.array(
+            [
+                evaluate_kernel(
+                    time_sensitivity, tau, z_before, problem.params, blocks, np.array([e, s])
+                )
+                for tau, e, s, z_before in zip(
+                    full_log.times, full_log.index, full_log.slot, full_log.before
+                )
+            ]
+        ).reshape(-1, blocks)
+        log = EventLog(
+            times=full_log.times,
+            index=full_log.index,
+            slot=full_log.slot,
+            before=np.ascontiguousarray(full_log.before[:, :n]),
+            names=full_log.names,
+        )
     n_times = problem.times.size
     y = z_out[:, :n].copy()
     sens = z_out[:, n:].reshape(n_times, blocks, n).transpose(0, 2, 1)
-    s_params = np.ascontiguousarray(sens[:, :, :n_p]) if n_p else None
-    s_y0 = np.ascontiguousarray(sens[:, :, n_p:]) if n_y0 else None
-    return y, s_params, s_y0, stats
+    # (T, N, 0) for a system without parameters, not None: the shape stays (T, N, P)
+    s_params = np.ascontiguousarray(sens[:, :, :n_p]) if wrt != "y0" else None
+    s_y0 = np.ascontiguousarray(sens[:, :, n_p:]) if wrt != "params" else None
+    return y, s_params, s_y0, stats, log, dtau
 
 
 def _component_names(system, n_p: int, n_y0: int) -> list[str]:

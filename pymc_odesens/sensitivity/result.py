@@ -31,6 +31,19 @@ class SensitivityResult:
     controls : SolverControls
     method, sensitivity, wrt : str
     states, params : list of str
+    events : EventLog or None
+        For systems with events: the events that happened (``.times``,
+        ``.names``, ``.index``, ``.before``). Outputs at an event time hold the
+        right limit.
+    event_time_sensitivity : numpy.ndarray or None
+        With events: ``d tau_k / d p`` of each event time, shape (K, P) (for
+        ``wrt="y0"``: ``d tau_k / d y0``, (K, N)).
+    event_time_sensitivity_y0 : numpy.ndarray or None
+        With ``wrt="both"`` and events: ``d tau_k / d y0``, (K, N).
+    pbs_steps : PbsStepReport or None
+        With ``sensitivity="pbs"``, ``"pbsr"`` or ``"exp"``: the solver's
+        accepted steps and the branch (PBS, refined PBS with its sub-step
+        count, Exp) each one took.
     """
 
     t: np.ndarray
@@ -44,3 +57,7 @@ class SensitivityResult:
     wrt: str
     states: list
     params: list
+    events: object = None
+    event_time_sensitivity: np.ndarray | None = None
+    event_time_sensitivity_y0: np.ndarray | None = None
+    pbs_steps: object = None
