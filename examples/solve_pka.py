@@ -29,17 +29,33 @@ def main() -> None:
     results = {}
     for method in ("bdf", "adams", "rk45", "ckrk"):
         start = time.perf_counter()
-        result = solve(system, system.x0, times, system.p_nominal, method=method,
-                       relative_tolerance=1e-6, absolute_tolerance=1e-8)
+        result = solve(
+            system,
+            system.x0,
+            times,
+            system.p_nominal,
+            method=method,
+            relative_tolerance=1e-6,
+            absolute_tolerance=1e-8,
+        )
         first = time.perf_counter() - start
         start = time.perf_counter()
-        solve(system, system.x0, times, system.p_nominal, method=method,
-              relative_tolerance=1e-6, absolute_tolerance=1e-8)
+        solve(
+            system,
+            system.x0,
+            times,
+            system.p_nominal,
+            method=method,
+            relative_tolerance=1e-6,
+            absolute_tolerance=1e-8,
+        )
         warm = time.perf_counter() - start
         results[method] = result
-        print(f"  {method:5s}: {result.stats['n_steps']:6d} steps, "
-              f"{result.stats['n_rhs_evals']:7d} rhs evaluations, "
-              f"first call {first:7.3f} s (includes compilation), warm call {warm * 1e3:8.3f} ms")
+        print(
+            f"  {method:5s}: {result.stats['n_steps']:6d} steps, "
+            f"{result.stats['n_rhs_evals']:7d} rhs evaluations, "
+            f"first call {first:7.3f} s (includes compilation), warm call {warm * 1e3:8.3f} ms"
+        )
 
     reference = results["bdf"].y
     for method, result in results.items():

@@ -2,28 +2,36 @@
 
 Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
-Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls.
+Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
+sensitivities by :func:`solve_sensitivity` (forward, adjoint, PBS/PBSR/Exp),
+PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent` and
+:class:`ExplicitEvent`.
 """
 
-from pymc_odesens import math
-from pymc_odesens.model import OdeSystem
+from pymc_odesens import math, stan
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
 from pymc_odesens.pymc import (
+    SMMALA,
     OdeSolverFailureWarning,
     choose_sensitivity_route,
     failure_counts,
     failure_summary,
+    fisher_information_tensor,
     ode_solution,
     reset_failure_counts,
 )
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
+    FisherInformationResult,
     SensitivityResult,
     adjoint_forward,
     adjoint_gradient,
+    fisher_information,
     solve_sensitivity,
 )
 from pymc_odesens.solvers import (
+    EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
     NonFiniteRhsError,
@@ -35,6 +43,8 @@ from pymc_odesens.solvers import (
 
 __all__ = [
     "OdeSystem",
+    "ImplicitEvent",
+    "ExplicitEvent",
     "ode_solution",
     "choose_sensitivity_route",
     "failure_counts",
@@ -42,6 +52,7 @@ __all__ = [
     "reset_failure_counts",
     "OdeSolverFailureWarning",
     "math",
+    "stan",
     "solve",
     "solve_sensitivity",
     "SensitivityResult",
@@ -49,11 +60,16 @@ __all__ = [
     "adjoint_forward",
     "AdjointGradient",
     "AdjointCheckpoints",
+    "fisher_information",
+    "FisherInformationResult",
+    "fisher_information_tensor",
+    "SMMALA",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",
     "StepSizeTooSmallError",
     "NonFiniteRhsError",
     "NewtonConvergenceError",
+    "EventTimeError",
 ]
 __version__ = "0.1.0"

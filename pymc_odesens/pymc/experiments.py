@@ -23,6 +23,7 @@ from pymc_odesens.pymc.failures import record_failure
 from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward, solve_sensitivity
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers import OdeSolverError, solve
+from pymc_odesens.solvers.integrate import EventLog
 from pymc_odesens.solvers.solve import prepare_problem
 
 __all__ = ["OdeSpec", "solve_states", "solve_forward", "solve_adjoint_forward", "adjoint_vjp"]
@@ -40,6 +41,19 @@ def _map(function, count: int) -> list:
             max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="pymc_odesens"
         )
     return list(_executor.map(function, range(count)))
+
+
+def _forget_executor_in_child() -> None:
+    """A forked process (``pm.sample(cores=...)``) must not reuse the parent's pool.
+
+    Its worker threads do not exist in the child, so work submitted to the
+    inherited pool would wait forever; the child makes its own on first use.
+    """
+    global _executor
+    _executor = None
+
+
+os.register_at_fork(after_in_child=_forget_executor_in_child)
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,7 +189,9 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
     """Forward phase of the adjoint.
 
     Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
-    (padded: C is the largest count), the counts (E,) and ``failed`` (E,) int8.
+    (padded: C is the largest count), the counts (E,), the event log (times
+    (E, K), event index and time position (E, K, 2), states before the events
+    (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
     """
     n_e, n = spec.n_experiments, spec.system.n_states
     y = np.empty((n_e, spec.n_times, n))
@@ -207,17 +223,32 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
         if h is not None:
             ckpt_t[e, : counts[e]] = h.checkpoint_times
             ckpt_y[e, : counts[e]] = h.checkpoint_states
-    return y, ckpt_t, ckpt_y, counts, failed
+    logs = [None if h is None else h.events for h in handles]
+    ev_counts = np.array([0 if log is None else log.times.size for log in logs], np.int64)
+    k = max(1, int(ev_counts.max()))
+    ev_t = np.full((n_e, k), np.nan)
+    ev_id = np.zeros((n_e, k, 2), dtype=np.int64)
+    ev_y = np.zeros((n_e, k, n))
+    for e, log in enumerate(logs):
+        if log is not None:
+            m = ev_counts[e]
+            ev_t[e, :m] = log.times
+            ev_id[e, :m, 0] = log.index
+            ev_id[e, :m, 1] = log.slot
+            ev_y[e, :m] = log.before
+    return y, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed
 
 
 def adjoint_vjp(
-    spec: OdeSpec, y0, params, ckpt_t, ckpt_y, counts, failed, cotangent
+    spec: OdeSpec, y0, params, forward_outputs, failed, cotangent
 ) -> tuple[np.ndarray, np.ndarray]:
     """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P))`` for ``cotangent`` (E, T, N).
 
-    The checkpoints are those of :func:`solve_adjoint_forward`; experiments whose
-    forward solve failed get zero gradients.
+    ``forward_outputs`` are the checkpoint and event arrays of
+    :func:`solve_adjoint_forward` (everything between ``y`` and ``failed``);
+    experiments whose forward solve failed get zero gradients.
     """
+    ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts = forward_outputs
     system = spec.system
     n_e = spec.n_experiments
     grad_y0 = np.zeros((n_e, system.n_states))
@@ -244,8 +275,18 @@ def adjoint_vjp(
             checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
             checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e]]),
             controls=controls,
-            stats={},
+            # the forward pass took at most this many steps (sizes the re-integration buffer)
+            stats={"n_steps": controls.num_steps_between_checkpoints * int(counts[e])},
             problem=problem,
+            events=None
+            if not system.events
+            else EventLog(
+                times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
+                index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
+                slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
+                before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
+                names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
+            ),
         )
         try:
             gradient = checkpoints.backward(cotangent[e])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing.util
+import os
 import sys
 import threading
 import warnings
@@ -94,5 +95,31 @@ def _report_at_exit() -> None:
     print(failure_summary(), file=sys.stderr, flush=True)
 
 
+def _register_exit_report() -> None:
+    multiprocessing.util.Finalize(None, _report_at_exit, exitpriority=10)
+
+
+class _ForkHook:
+    """Weak-referenceable anchor for :func:`multiprocessing.util.register_after_fork`."""
+
+
+def _after_fork_in_child(_anchor: object = None) -> None:
+    """A forked worker counts its own failures and reports them when it ends.
+
+    ``multiprocessing`` clears the finaliser registry in a new process, so the
+    report is registered again; the lock is replaced in case another thread
+    held it at the fork.
+    """
+    global _lock
+    _lock = threading.Lock()
+    _counts.clear()
+    _first_messages.clear()
+    _state["warned"] = False
+    _state["reported"] = False
+
+
+_fork_anchor = _ForkHook()
 atexit.register(_report_at_exit)
-multiprocessing.util.Finalize(None, _report_at_exit, exitpriority=10)
+_register_exit_report()
+os.register_at_fork(after_in_child=_after_fork_in_child)
+multiprocessing.util.register_after_fork(_fork_anchor, lambda _a: _register_exit_report())

@@ -250,6 +250,7 @@ def ode_solution(
         on_failure=on_failure,
     )
     _check_controls(spec)
+    _compile_route_kernels(spec)
     op = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}[route](spec)
     outputs = op(y0_m, params_m)
     y, failed = outputs[0], outputs[-1]
@@ -277,3 +278,18 @@ def _check_controls(spec: OdeSpec) -> None:
         resolve_adjoint_controls(spec.system.n_states, **spec.controls)
     else:
         resolve_controls(spec.method, spec.system.n_states, **spec.controls)
+
+
+def _compile_route_kernels(spec: OdeSpec) -> None:
+    """Generate and compile the kernels the route needs now, while the graph is built."""
+    from pymc_odesens.codegen import (
+        compile_adjoint_kernels,
+        compile_kernels,
+        compile_sensitivity_kernel,
+    )
+
+    compile_kernels(spec.system)
+    if spec.route == "forward":
+        compile_sensitivity_kernel(spec.system, "both" if spec.wrt_y0 else "params")
+    elif spec.route == "adjoint":
+        compile_adjoint_kernels(spec.system)

@@ -131,11 +131,13 @@ class OdeForwardOp(_OdeOp):
 
 
 class OdeAdjointOp(_OdeOp):
-    """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, failed)``.
+    """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, event_times,
+    event_ids, event_states, event_counts, failed)``.
 
-    The adjoint's forward phase. The checkpoints are ordinary arrays (padded to
-    the largest count), so that the backward phase needs nothing else and the
-    Op compiles in every PyTensor backend.
+    The adjoint's forward phase. The checkpoints and the event log (times, event
+    index and time position, state before each event; all padded to the largest
+    count, at least one) are ordinary arrays, so that the backward phase needs
+    nothing else and the Op compiles in every PyTensor backend.
     """
 
     def make_node(self, y0, params):
@@ -144,6 +146,10 @@ class OdeAdjointOp(_OdeOp):
         outputs = [
             self._y_type(),
             pt.tensor(dtype="float64", shape=(e, None)),
+            pt.tensor(dtype="float64", shape=(e, None, n)),
+            pt.tensor(dtype="int64", shape=(e,)),
+            pt.tensor(dtype="float64", shape=(e, None)),
+            pt.tensor(dtype="int64", shape=(e, None, 2)),
             pt.tensor(dtype="float64", shape=(e, None, n)),
             pt.tensor(dtype="int64", shape=(e,)),
             self._failed_type(),
@@ -167,7 +173,8 @@ class OdeAdjointOp(_OdeOp):
 
 
 class OdeAdjointVJPOp(_OdeOp):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints, ``failed`` and ``dL/dy``."""
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints and event log, ``failed``
+    and ``dL/dy``."""
 
     def make_node(self, *inputs):
         s = self.spec
@@ -180,11 +187,12 @@ class OdeAdjointVJPOp(_OdeOp):
 
     def perform(self, node, inputs, outputs):
         if self.spec.y0_from_system:
-            y0, (params, ckpt_t, ckpt_y, counts, failed, cotangent) = None, inputs
+            y0, params, rest = None, inputs[0], inputs[1:]
         else:
-            y0, params, ckpt_t, ckpt_y, counts, failed, cotangent = inputs
+            y0, params, rest = inputs[0], inputs[1], inputs[2:]
+        forward_outputs, failed, cotangent = rest[:-2], rest[-2], rest[-1]
         grad_y0, grad_p = adjoint_vjp(
-            self.spec, y0, params, ckpt_t, ckpt_y, counts, failed, np.asarray(cotangent, float)
+            self.spec, y0, params, forward_outputs, failed, np.asarray(cotangent, float)
         )
         outputs[0][0] = grad_y0
         outputs[1][0] = grad_p

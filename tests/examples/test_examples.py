@@ -1,0 +1,112 @@
+"""The NUTS examples in ``examples/`` run end to end (short chains) and recover their parameters."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str):
+    """Import ``examples/<name>.py`` (the folder is not a package)."""
+    module_name = f"pymc_odesens_example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def short_run(draws: int, tune: int, chains: int, cores: int) -> list[str]:
+    return [
+        "--draws",
+        str(draws),
+        "--tune",
+        str(tune),
+        "--chains",
+        str(chains),
+        "--cores",
+        str(cores),
+        "--no-progressbar",
+    ]
+
+
+def within_posterior_sd(idata, var: str, truth, k: float = 3.0) -> np.ndarray:
+    """Whether each component's posterior mean lies within ``k`` posterior sds of ``truth``."""
+    draws = idata.posterior[var]
+    mean = draws.mean(("chain", "draw")).values
+    sd = draws.std(("chain", "draw")).values
+    return np.abs(mean - np.asarray(truth)) <= k * sd
+
+
+@pytest.mark.slow
+def test_oscillator_recovers_the_truth():
+    example = load_example("oscillator")
+    result = example.main(short_run(draws=300, tune=300, chains=2, cores=1))
+    idata = result["idata"]
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 300
+    assert result["rhat_max"] < 1.05
+    assert result["divergences"] <= 5
+    theta = float(idata.posterior["theta"].mean())
+    assert abs(theta - example.THETA) < 0.05  # posterior sd is about 0.02
+    assert within_posterior_sd(idata, "theta", example.THETA).all()
+    assert within_posterior_sd(idata, "y0", example.Y0).all()
+    assert within_posterior_sd(idata, "sigma", [example.SIGMA] * 2).all()
+    assert len(result["hdi_rows"]) == 5
+
+
+@pytest.mark.slow
+def test_lotka_volterra_recovers_the_rates():
+    example = load_example("lotka_volterra")
+    result = example.main(short_run(draws=200, tune=500, chains=2, cores=2))
+    assert result["rhat_max"] < 1.05
+    assert result["divergences"] <= 5
+    idata = result["idata"]
+    assert within_posterior_sd(idata, "rates", result["p_nominal"]).all()
+    assert within_posterior_sd(idata, "y0", [1.0, 1.0]).all()
+    rates = idata.posterior["rates"].mean(("chain", "draw")).values
+    np.testing.assert_allclose(rates, result["p_nominal"], rtol=0.2)
+
+
+@pytest.mark.slow
+def test_akar4_fits_the_real_data_and_writes_the_plot(tmp_path):
+    example = load_example("akar4")
+    plot = tmp_path / "akar4_fit.png"
+    # two processes: the chains are forked after the experiments ran in threads
+    argv = short_run(draws=100, tune=200, chains=2, cores=2)
+    result = example.main(argv + ["--trajectories", "10", "--plot", str(plot)])
+    idata = result["idata"]
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 100
+    k = idata.posterior["k"].values.reshape(-1, 3)
+    assert np.isfinite(k).all() and (k > 0).all()
+    # the data fix kf (through the specificity constant) near the article's value 0.018
+    kf_median = float(np.median(k[:, 0]))
+    assert 0.012 < kf_median < 0.03
+    assert result["rhat_max"] < 1.1
+    if importlib.util.find_spec("matplotlib") is None:
+        assert result["plot"] is None
+    else:
+        assert result["plot"] == plot
+        assert plot.exists() and plot.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_pk_dosing_recovers_the_lag_and_the_clearance():
+    example = load_example("pk_dosing")
+    result = example.main(short_run(draws=200, tune=300, chains=2, cores=1) + ["--no-plot"])
+    idata = result["idata"]
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 200
+    assert result["rhat_max"] < 1.05
+    assert result["divergences"] <= 10
+    for name in ("ka", "CL", "V", "t_lag"):
+        assert within_posterior_sd(idata, name, example.TRUTH[name]), name
+    # t_lag moves every dose: its gradient comes through the event-time sensitivities
+    t_lag = float(idata.posterior["t_lag"].mean())
+    assert abs(t_lag - example.TRUTH["t_lag"]) < 0.25

@@ -1,0 +1,146 @@
+"""The numba implementations of the Ops: same numbers as the Python ones, failures, nutpie."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+import pymc_odesens
+from pymc_odesens import OdeSystem, ode_solution, solve
+
+TIMES = np.linspace(0.5, 10.0, 12)
+
+
+@pytest.fixture(scope="module")
+def oscillator():
+    return OdeSystem(
+        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]],
+        states=["x", "v"],
+        params=["theta"],
+        name="damped_oscillator",
+    )
+
+
+@pytest.mark.parametrize(
+    "route, method",
+    [
+        ("none", "bdf"),
+        ("forward", "rk45"),
+        ("forward", "adams"),
+        ("adjoint", "bdf"),
+        ("adjoint", "adams"),
+    ],
+)
+def test_numba_mode_matches_python_mode(oscillator, route, method):
+    y0 = pt.dvector("y0")
+    theta = pt.dscalar("theta")
+    weights = np.random.default_rng(0).normal(size=(TIMES.size, 2))
+    y = ode_solution(
+        oscillator,
+        y0,
+        TIMES,
+        [theta],
+        sensitivity=route,
+        method=method,
+        on_failure="raise",
+        relative_tolerance=1e-9,
+        absolute_tolerance=1e-11,
+    )
+    outputs = [y] if route == "none" else [y, *pytensor.grad((y * weights).sum(), [y0, theta])]
+    results = [
+        pytensor.function([y0, theta], outputs, mode=mode)(np.array([1.0, -0.3]), 0.2)
+        for mode in ("FAST_RUN", "NUMBA")
+    ]
+    for python_value, numba_value in zip(*results):
+        np.testing.assert_array_equal(python_value, numba_value)
+
+
+def test_numba_mode_batches_and_initial_state_from_parameters():
+    system = OdeSystem(
+        lambda t, y, p: [-p[0] * y[0]],
+        states=["x"],
+        params=["k", "a"],
+        initial_state=lambda p: [p[1] ** 2],
+    )
+    params = pt.dmatrix("params")
+    for route in ("forward", "adjoint"):
+        y = ode_solution(
+            system,
+            None,
+            [0.5, 1.0, 2.0],
+            pt.specify_shape(params, (2, 2)),
+            sensitivity=route,
+            on_failure="raise",
+            relative_tolerance=1e-10,
+            absolute_tolerance=1e-12,
+        )
+        grad = pytensor.grad(y.sum(), params)
+        value = np.array([[0.7, 1.5], [0.2, 0.5]])
+        got = [pytensor.function([params], [y, grad], mode=m)(value) for m in ("FAST_RUN", "NUMBA")]
+        np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-12)
+        np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12)
+        times = np.array([0.5, 1.0, 2.0])
+        k, a = value[1]
+        np.testing.assert_allclose(got[1][0][1, :, 0], a**2 * np.exp(-k * times), rtol=1e-8)
+
+
+def test_numba_mode_failure_is_rejected_and_counted():
+    pymc_odesens.reset_failure_counts()
+    system = OdeSystem(lambda t, y, p: [-p[0] * y[0]], states=["x"], params=["k"], name="decay")
+    with pm.Model() as model:
+        k = pm.LogNormal("k", 0.0, 1.0)
+        y = ode_solution(system, [1.0], [1.0, 2.0], [k], method="rk45", max_num_steps=20)
+        pm.Normal("obs", y[:, 0], 0.1, observed=[0.4, 0.1])
+    logp = model.compile_logp(mode="NUMBA")
+    dlogp = model.compile_dlogp(mode="NUMBA")
+    assert np.isfinite(logp({"k_log__": 0.0}))
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match="MaxNumStepsError"):
+        assert logp({"k_log__": np.log(2000.0)}) == -np.inf
+    assert np.all(np.isfinite(dlogp({"k_log__": np.log(2000.0)})))
+    assert pymc_odesens.failure_counts()["MaxNumStepsError"] >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("nutpie") is None,
+    reason="nutpie is not installed (pip install nutpie; it is in the test extra)",
+)
+@pytest.mark.parametrize("route", ["forward", "adjoint"])
+def test_nutpie_samples_the_oscillator(oscillator, route):
+    times = np.arange(1.0, 11.0)
+    truth = solve(
+        oscillator,
+        [1.0, 0.0],
+        times,
+        [0.15],
+        method="rk45",
+        relative_tolerance=1e-10,
+        absolute_tolerance=1e-10,
+    ).y
+    data = truth + 0.1 * np.random.default_rng(1).normal(size=truth.shape)
+    with pm.Model():
+        theta = pm.HalfNormal("theta", 1.0)
+        y0 = pm.Normal("y0", 0.0, 1.0, shape=2)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        mu = ode_solution(
+            oscillator,
+            y0,
+            times,
+            [theta],
+            sensitivity=route,
+            relative_tolerance=1e-8,
+            absolute_tolerance=1e-8,
+        )
+        pm.Normal("obs", mu, sigma, observed=data)
+        idata = pm.sample(
+            300, tune=300, chains=2, nuts_sampler="nutpie", progressbar=False, random_seed=2
+        )
+    draws = idata.posterior["theta"].values.ravel()
+    lo, hi = np.quantile(draws, [0.005, 0.995])
+    assert lo < 0.15 < hi
+    assert int(idata.sample_stats["diverging"].sum()) == 0
