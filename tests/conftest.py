@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 MODELS_DIR = Path(
-    os.environ.get("PYMC_ODESENS_MODELS_DIR", Path(__file__).resolve().parents[2] / "shared" / "models")
+    os.environ.get(
+        "PYMC_ODESENS_MODELS_DIR", Path(__file__).resolve().parents[2] / "shared" / "models"
+    )
 )
 
 

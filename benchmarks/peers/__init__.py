@@ -1,0 +1,1 @@
+"""Peers of the benchmarks that run outside the main environment (AMICI)."""
