@@ -100,22 +100,43 @@ EXPM_WORK_MATRICES = MAX_BLOCK + 5
 """Number of N x N work matrices :func:`expm_phi1` needs (``work`` has shape (this, N, N))."""
 
 
-BLAS_MIN_MULTIPLICATIONS = 8000
+BLAS_MIN_MULTIPLICATIONS = 12000
 """Products with at least this many multiply-adds go to BLAS (``np.dot`` into ``c``, no
 allocation); smaller ones to the loop below, which beats BLAS's call overhead there
-(measured: 11 x 11, 0.19 us against 0.28 us; 21 x 21, 0.91 us against 0.78 us)."""
+(measured, best of 15: 11 x 11, 0.18 us against 0.28 us; 21 x 21, 0.65 us against 0.77 us;
+59 x 21 by 21 x 21, 1.83 us against 1.72 us)."""
 
 
 @njit(cache=True, fastmath=_FASTMATH)
 def matmul_transposed(a, bt, c):
-    """``c = a @ bt.T`` for C-contiguous ``a`` (n x k), ``bt`` (m x k); ``c`` (n x m) distinct."""
+    """``c = a @ bt.T`` for C-contiguous ``a`` (n x k), ``bt`` (m x k); ``c`` (n x m) distinct.
+
+    Below :data:`BLAS_MIN_MULTIPLICATIONS`: four dot products at a time (one pass over a
+    row of ``a`` for four rows of ``bt``; 30 % faster than one at a time at 21 x 21).
+    """
     n, k = a.shape
     m = bt.shape[0]
     if n * m * k >= BLAS_MIN_MULTIPLICATIONS:
         np.dot(a, bt.T, c)
         return
+    m4 = m - m % 4
     for i in range(n):
-        for j in range(m):
+        for j in range(0, m4, 4):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for l in range(k):  # noqa: E741
+                x = a[i, l]
+                s0 += x * bt[j, l]
+                s1 += x * bt[j + 1, l]
+                s2 += x * bt[j + 2, l]
+                s3 += x * bt[j + 3, l]
+            c[i, j] = s0
+            c[i, j + 1] = s1
+            c[i, j + 2] = s2
+            c[i, j + 3] = s3
+        for j in range(m4, m):
             s = 0.0
             for l in range(k):  # noqa: E741
                 s += a[i, l] * bt[j, l]
