@@ -15,9 +15,13 @@ __all__ = [
     "kernel_function_source",
     "module_source",
     "kernel_expressions",
+    "CFUNC_OPTIONS",
 ]
 
-CODEGEN_VERSION = "2"
+CFUNC_OPTIONS = {"cache": True, "error_model": "numpy"}
+"""numba.cfunc options of every generated kernel (as in the decorated sources)."""
+
+CODEGEN_VERSION = "3"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\
@@ -43,6 +47,7 @@ def kernel_function_source(
     *,
     arguments: str = "t, y, p, v, out",
     preamble: Sequence[str] = (),
+    decorated: bool = True,
 ) -> str:
     """Source of one cfunc writing ``out[i] = expressions[i]`` after CSE.
 
@@ -59,14 +64,16 @@ def kernel_function_source(
     preamble : sequence of str
         Body lines run before the expressions (they may bind ``t``, ``y``,
         ``p`` and ``v`` to something other than the arguments).
+    decorated : bool
+        With the ``numba.cfunc`` decorator (compiled when the module is
+        imported); without it a plain function, compiled on demand with
+        :data:`CFUNC_OPTIONS` (see :class:`pymc_odesens.codegen.CompiledKernels`).
     """
-    lines = [
-        "",
-        "",
-        '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
-        f"def {name}({arguments}):",
-        *(f"    {line}" for line in preamble),
-    ]
+    head = ["", ""]
+    if decorated:
+        head.append('@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")')
+    head.append(f"def {name}({arguments}):")
+    lines = [*head, *(f"    {line}" for line in preamble)]
     nonzero = [(i, e) for i, e in enumerate(expressions) if not (e.is_Number and e == 0)]
     replacements, reduced = sp.cse([e for _, e in nonzero], symbols=sp.numbered_symbols("cse"))
     for symbol, value in replacements:
@@ -76,7 +83,7 @@ def kernel_function_source(
         lines.append(f"    out[{i}] = 0.0")
     for (i, _), value in zip(nonzero, reduced):
         lines.append(f"    out[{i}] = {printer.doprint(value)}")
-    if len(lines) == 4 + len(preamble):
+    if len(lines) == len(head) + len(preamble):
         lines.append("    return")
     return "\n".join(lines)
 
@@ -116,6 +123,7 @@ def module_source(system: OdeSystem) -> str:
     parts = [
         HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint)
     ]
+    # plain functions: each is compiled when first used (a solve needs two of them)
     for name, expressions in kernel_expressions(system).items():
-        parts.append(kernel_function_source(name, expressions, printer))
+        parts.append(kernel_function_source(name, expressions, printer, decorated=False))
     return "\n".join(parts) + "\n"

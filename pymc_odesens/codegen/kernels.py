@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source
@@ -20,9 +21,9 @@ from pymc_odesens.codegen.event_source import (
     event_module_source,
     event_sensitivity_module_source,
 )
-from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, module_source
+from pymc_odesens.codegen.kernel_source import CFUNC_OPTIONS, CODEGEN_VERSION, module_source
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
-from pymc_odesens.codegen.signature import KERNEL_NAMES
+from pymc_odesens.codegen.signature import KERNEL_NAMES, KERNEL_SIGNATURE
 from pymc_odesens.model import OdeSystem
 
 __all__ = [
@@ -46,9 +47,12 @@ def kernel_cache_key(system: OdeSystem) -> str:
     return hashlib.sha256(f"{CODEGEN_VERSION}:{system.fingerprint}".encode()).hexdigest()[:24]
 
 
-@dataclass(frozen=True)
 class CompiledKernels:
     """The numba cfuncs of one system (see :mod:`pymc_odesens.codegen.signature`).
+
+    Each kernel is compiled when first used (and then loaded from numba's disk
+    cache in later processes): a solve needs ``rhs`` and ``J_y`` only, so a new
+    model does not wait for the compile of kernels it does not use.
 
     Attributes
     ----------
@@ -63,17 +67,30 @@ class CompiledKernels:
         The generated source file.
     """
 
-    rhs: object
-    jac_y: object
-    jac_p: object
-    vjp_y: object
-    vjp_p: object
-    jvp_y: object
-    n_states: int
-    n_params: int
-    path: Path
-    initial_state: object = None
-    initial_state_jac: object = None
+    _NAMES = (*KERNEL_NAMES, "initial_state", "initial_state_jac")
+
+    def __init__(self, module, n_states: int, n_params: int, path: Path):
+        self._module = module
+        self._compiled: dict[str, object] = {}
+        self.n_states = n_states
+        self.n_params = n_params
+        self.path = path
+
+    def __getattr__(self, name: str):
+        if name not in CompiledKernels._NAMES:
+            raise AttributeError(name)
+        compiled = self.__dict__["_compiled"]
+        kernel = compiled.get(name)
+        if kernel is None:
+            function = getattr(self.__dict__["_module"], name, None)
+            if function is None:  # initial_state kernels of a system without y0(p)
+                return None
+            with GENERATION_LOCK:
+                kernel = compiled.get(name)
+                if kernel is None:
+                    kernel = numba.cfunc(KERNEL_SIGNATURE, **CFUNC_OPTIONS)(function)
+                    compiled[name] = kernel
+        return kernel
 
     def output_shape(self, name: str) -> tuple[int, ...]:
         """numpy shape of the output of kernel ``name``."""
@@ -136,14 +153,7 @@ def _compile_kernels_locked(system: OdeSystem) -> CompiledKernels:
         if not path.exists():
             write_atomically(path, module_source(system))
         module = import_module_from_path(path)
-        kernels = CompiledKernels(
-            **{name: getattr(module, name) for name in KERNEL_NAMES},
-            n_states=system.n_states,
-            n_params=system.n_params,
-            path=path,
-            initial_state=getattr(module, "initial_state", None),
-            initial_state_jac=getattr(module, "initial_state_jac", None),
-        )
+        kernels = CompiledKernels(module, system.n_states, system.n_params, path)
         _LOADED[key] = kernels
     system._compiled_kernels = kernels
     return kernels
