@@ -29,6 +29,7 @@ from pymc_odesens.codegen import compile_adjoint_kernels, compile_event_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.compiled_entry import compiled_entry
 from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
 from pymc_odesens.solvers.integrate import EventLog, hybrid_event_arguments
 from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
@@ -166,7 +167,7 @@ class AdjointCheckpoints:
             stats_f = st.new_stats()
             stats_b = st.new_stats()
             info = np.zeros(BACKWARD_INFO_SIZE)
-            code = backward_pass(
+            code = compiled_entry(backward_pass)(
                 family[controls.forward_method],
                 family[controls.backward_method],
                 kernels.rhs,
@@ -290,7 +291,7 @@ def adjoint_forward(
         y_out = np.empty((problem.times.size, n))
         stats = st.new_stats()
         info = np.zeros(st.INFO_SIZE)
-        code = integrate_hybrid(
+        code = compiled_entry(integrate_hybrid)(
             METHOD_CODES[ctl.forward_method],
             problem.kernels.rhs,
             problem.kernels.jac_y,

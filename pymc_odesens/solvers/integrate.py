@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.compiled_entry import compiled_entry
 from pymc_odesens.solvers.controls import SolverControls
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 
@@ -18,7 +19,6 @@ __all__ = [
     "hybrid_event_arguments",
     "integrate",
     "integrate_events",
-    "multistep_integrator",
     "no_events",
 ]
 
@@ -41,19 +41,6 @@ def no_events() -> tuple:
         np.zeros(EVENT_OUT_SIZE),
         np.zeros(0),
     )
-
-
-def multistep_integrator(method: str):
-    """The compiled ``bdf`` or ``adams`` entry point (see :data:`multistep.MULTISTEP_SIGNATURE`)."""
-    if method == "bdf":
-        from pymc_odesens.solvers.bdf import integrate_bdf
-
-        return integrate_bdf
-    if method == "adams":
-        from pymc_odesens.solvers.adams import integrate_adams
-
-        return integrate_adams
-    raise ValueError(f"method must be 'bdf' or 'adams' for a multistep integrator, got {method!r}")
 
 
 def integrate(
@@ -122,7 +109,7 @@ def integrate(
     if method in ("rk45", "ckrk"):
         from pymc_odesens.solvers.runge_kutta import RK_METHOD_IDS, integrate_explicit_rk
 
-        code = integrate_explicit_rk(
+        code = compiled_entry(integrate_explicit_rk)(
             rhs,
             t0,
             y0,
@@ -144,8 +131,11 @@ def integrate(
             info,
         )
     else:
-        integrator = multistep_integrator(method)
-        code = integrator(
+        from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
+
+        family = BDF if method == "bdf" else ADAMS
+        code = compiled_entry(run_multistep)(
+            family,
             rhs,
             jac_y,
             t0,
@@ -211,7 +201,7 @@ def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray, names)
     stop_event = np.zeros(n_slots, dtype=np.int64)
     stop_slot = np.zeros(n_slots, dtype=np.int64)
     p = np.ascontiguousarray(params if params.size else np.zeros(1), dtype=np.float64)
-    bad = explicit_schedule(
+    bad = compiled_entry(explicit_schedule)(
         event_kernels.times,
         event_kernels.slot_event,
         event_kernels.slot_time,
@@ -325,7 +315,7 @@ def integrate_events(
         ev_slot = np.zeros(capacity, dtype=np.int64)
         ev_z = np.zeros((capacity, width))
         ev_count = np.zeros(1, dtype=np.int64)
-        code = integrate_hybrid(
+        code = compiled_entry(integrate_hybrid)(
             METHOD_CODES[method],
             rhs,
             jac_y,
