@@ -77,7 +77,7 @@ def forward_sensitivities(
         problem.controls,
     )
     options = dict(
-        n_state=n, n_err=n_err, atol=atol_z, state_names=_component_names(system, n_p, n_y0)
+        n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: _component_names(system, n_p, n_y0)
     )
     event_kernels = compile_event_kernels(system)
     log = None

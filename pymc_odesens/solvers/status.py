@@ -53,9 +53,15 @@ def stats_dict(stats: np.ndarray) -> dict[str, int]:
 
 
 def raise_for_status(status: int, info: np.ndarray, method: str, state_names=None) -> None:
-    """Raise the exception that matches ``status`` (nothing on success)."""
+    """Raise the exception that matches ``status`` (nothing on success).
+
+    ``state_names`` is a sequence of component names, or a function returning
+    one (called only on failure: long name lists cost time on every solve).
+    """
     if status == SUCCESS:
         return
+    if callable(state_names):
+        state_names = state_names()
     t, h, component, extra = float(info[0]), float(info[1]), int(info[2]), info[3]
     comp = None if component < 0 else component
     where = f"t = {t:.10g}, step size h = {h:.3g}"
