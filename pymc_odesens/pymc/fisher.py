@@ -19,21 +19,25 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
-from pytensor.graph.basic import Apply, Constant
+from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from pymc_odesens.codegen.observable_kernels import compile_observable_kernels
 from pymc_odesens.codegen.sensitivity_source import WRT_CHOICES
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import _map
-from pymc_odesens.pymc.ode_solution import _as_matrix
+from pymc_odesens.pymc.ode_solution import (
+    _experiment_count,
+    _experiment_inputs,
+    _experiment_times,
+)
 from pymc_odesens.sensitivity.fisher_information import (
     NOISE_MODELS,
     _solver_controls,
     fisher_information,
 )
 from pymc_odesens.sensitivity.observables import Observables, resolve_observables
-from pymc_odesens.solvers.controls import METHODS, resolve_controls, validate_times
+from pymc_odesens.solvers.controls import METHODS, resolve_controls
 
 __all__ = ["FisherInformationOp", "FisherSpec", "fisher_information_tensor"]
 
@@ -186,46 +190,18 @@ def fisher_information_tensor(
     resolve_controls(method, system.n_states, **simple)
     n, p = system.n_states, system.n_params
     t0 = float(t0)
-    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
-    if times_arr.ndim == 2:
-        times_arr = np.ascontiguousarray(np.stack([validate_times(r, t0) for r in times_arr]))
-    elif times_arr.ndim <= 1:
-        times_arr = validate_times(times_arr, t0)
-    else:
-        raise ValueError(f"times must have shape (T,) or (E, T); got shape {times_arr.shape}")
+    times_arr = _experiment_times(times, t0)
     resolved = resolve_observables(system, observables)
     compile_observable_kernels(system, resolved.expressions)
     m, n_t = len(resolved), times_arr.shape[-1]
-    params_m, params_batched = _as_matrix("params", params, p, "one value per parameter")
+    params_m, y0_m, sizes = _experiment_inputs(system, y0, params, times_arr)
     y0_from_system = y0 is None
-    if y0_from_system:
-        if system.initial_state_expressions is None:
-            raise ValueError("y0 is required: the system declares no initial_state y0(p)")
-        y0_m, y0_batched = None, False
-    else:
-        y0_m, y0_batched = _as_matrix("y0", y0, n, "one value per state")
-    sizes = {}
-    if params_batched:
-        sizes["params"] = params_m.type.shape[0]
-    if y0_batched:
-        sizes["y0"] = y0_m.type.shape[0]
-    if times_arr.ndim == 2:
-        sizes["times"] = times_arr.shape[0]
     sigma_t = pt.as_tensor_variable(sigma, dtype="float64")
     if sigma_t.ndim > 3:
         raise ValueError(f"sigma must have at most 3 dims (E, T, M); got {sigma_t.ndim}")
     if sigma_t.ndim == 3:
         sizes["sigma"] = sigma_t.type.shape[0]
-    known = {k: v for k, v in sizes.items() if v is not None}
-    if len(set(known.values())) > 1:
-        raise ValueError(f"the experiment axes disagree: {known}")
-    batched = bool(sizes)
-    if batched and not known:
-        raise ValueError(
-            "the number of experiments must be known when the graph is built; give y0 or "
-            "params a static leading dimension (e.g. pt.as_tensor(np.array(...)))"
-        )
-    n_e = next(iter(known.values())) if batched else 1
+    batched, n_e = _experiment_count(sizes)
     expected = {0: (), 1: (m,), 2: (n_t, m), 3: (n_e, n_t, m)}[sigma_t.ndim]
     for have, want in zip(sigma_t.type.shape, expected):
         if have is not None and have != want:

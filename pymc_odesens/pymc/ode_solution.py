@@ -64,6 +64,56 @@ def _as_matrix(argument: str, value, width: int, what: str):
     return x, True
 
 
+def _experiment_times(times, t0: float) -> np.ndarray:
+    """The validated output times: shape (T,), or (E, T) with one row per experiment."""
+    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    if times_arr.ndim == 2:
+        return np.ascontiguousarray(np.stack([validate_times(row, t0) for row in times_arr]))
+    if times_arr.ndim <= 1:
+        return validate_times(times_arr, t0)
+    raise ValueError(f"times must have shape (T,) or (E, T); got shape {times_arr.shape}")
+
+
+def _experiment_inputs(system: OdeSystem, y0, params, times_arr: np.ndarray):
+    """``(params_m, y0_m, sizes)``: ``params`` and ``y0`` as (E, width) tensors.
+
+    ``y0_m`` is None when ``y0`` is None (the system's ``y0(p)``); ``sizes`` maps
+    each input with an experiment axis (params, y0, times) to its length
+    (None where not known when the graph is built).
+    """
+    params_m, params_batched = _as_matrix(
+        "params", params, system.n_params, "one value per parameter"
+    )
+    if y0 is None:
+        if system.initial_state_expressions is None:
+            raise ValueError("y0 is required: the system declares no initial_state y0(p)")
+        y0_m, y0_batched = None, False
+    else:
+        y0_m, y0_batched = _as_matrix("y0", y0, system.n_states, "one value per state")
+    sizes = {}
+    if params_batched:
+        sizes["params"] = params_m.type.shape[0]
+    if y0_batched:
+        sizes["y0"] = y0_m.type.shape[0]
+    if times_arr.ndim == 2:
+        sizes["times"] = times_arr.shape[0]
+    return params_m, y0_m, sizes
+
+
+def _experiment_count(sizes: dict) -> tuple[bool, int]:
+    """``(batched, E)`` from the experiment-axis lengths ``sizes``: they must agree and be known."""
+    known = {k: v for k, v in sizes.items() if v is not None}
+    if len(set(known.values())) > 1:
+        raise ValueError(f"the experiment axes disagree: {known}")
+    batched = bool(sizes)
+    if batched and not known:
+        raise ValueError(
+            "the number of experiments must be known when the graph is built; give y0 or "
+            "params a static leading dimension (e.g. pt.as_tensor(np.array(...)))"
+        )
+    return batched, (next(iter(known.values())) if batched else 1)
+
+
 def _route_controls(route: str, method: str, controls: dict) -> dict:
     adjoint_names = set(ADJOINT_DEFAULTS)
     unknown = set(controls) - adjoint_names - set(_SIMPLE_CONTROLS)
@@ -194,39 +244,10 @@ def ode_solution(
         )
     n, p = system.n_states, system.n_params
     t0 = float(t0)
-    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
-    if times_arr.ndim == 2:
-        rows = [validate_times(row, t0) for row in times_arr]
-        times_arr = np.ascontiguousarray(np.stack(rows))
-    elif times_arr.ndim <= 1:
-        times_arr = validate_times(times_arr, t0)
-    else:
-        raise ValueError(f"times must have shape (T,) or (E, T); got shape {times_arr.shape}")
-    params_m, params_batched = _as_matrix("params", params, p, "one value per parameter")
+    times_arr = _experiment_times(times, t0)
+    params_m, y0_m, sizes = _experiment_inputs(system, y0, params, times_arr)
     y0_from_system = y0 is None
-    if y0_from_system:
-        if system.initial_state_expressions is None:
-            raise ValueError("y0 is required: the system declares no initial_state y0(p)")
-        y0_m, y0_batched = None, False
-    else:
-        y0_m, y0_batched = _as_matrix("y0", y0, n, "one value per state")
-    sizes = {}
-    if params_batched:
-        sizes["params"] = params_m.type.shape[0]
-    if y0_batched:
-        sizes["y0"] = y0_m.type.shape[0]
-    if times_arr.ndim == 2:
-        sizes["times"] = times_arr.shape[0]
-    known = {k: v for k, v in sizes.items() if v is not None}
-    if len(set(known.values())) > 1:
-        raise ValueError(f"the experiment axes disagree: {known}")
-    batched = bool(sizes)
-    if batched and not known:
-        raise ValueError(
-            "the number of experiments must be known when the graph is built; give y0 or "
-            "params a static leading dimension (e.g. pt.as_tensor(np.array(...)))"
-        )
-    n_e = next(iter(known.values())) if batched else 1
+    batched, n_e = _experiment_count(sizes)
     if params_m.type.shape[0] != n_e:
         params_m = pt.broadcast_to(params_m, (n_e, p))
     if y0_m is not None and y0_m.type.shape[0] != n_e:

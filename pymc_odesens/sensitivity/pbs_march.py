@@ -111,6 +111,53 @@ def _evaluate(jac_y, jac_p, t, y, p, v, a, bt, n_forced, counters):
         counters[_JP] += 1
 
 
+@njit(cache=True, inline="always")
+def _evaluate_interpolated(
+    kind,
+    k,
+    t,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_dense,
+    rhs,
+    jac_y,
+    jac_p,
+    p,
+    v,
+    ck_stages,
+    ck_sub,
+    ck_state,
+    y_mid,
+    a,
+    bt,
+    n_forced,
+    counters,
+):
+    """Interpolate the state at ``t`` (inside step ``k``) into ``y_mid``.
+
+    Evaluate the Jacobians there into ``a`` / ``bt``.
+    """
+    counters[_INTERP_RHS] += interpolate_state(
+        kind,
+        k,
+        t,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_dense,
+        rhs,
+        p,
+        v,
+        ck_stages,
+        ck_sub,
+        ck_state,
+        y_mid,
+    )
+    counters[_INTERP] += 1
+    _evaluate(jac_y, jac_p, t, y_mid, p, v, a, bt, n_forced, counters)
+
+
 @njit(cache=True)
 def _finite(m):
     for x in m.ravel():
@@ -169,7 +216,7 @@ def _pbs_substeps(
             pbs_step(dt, a_l, a_end, bt_l, bt_end, st, n_forced, work, xt, out)
         else:
             t_j = t_end if j == n_sub else t_a + j * dt
-            counters[_INTERP_RHS] += interpolate_state(
+            _evaluate_interpolated(
                 kind,
                 k,
                 t_j,
@@ -178,15 +225,19 @@ def _pbs_substeps(
                 rec_f,
                 rec_dense,
                 rhs,
+                jac_y,
+                jac_p,
                 p,
                 v,
                 ck_stages,
                 ck_sub,
                 ck_state,
                 y_mid,
+                a_r,
+                bt_r,
+                n_forced,
+                counters,
             )
-            counters[_INTERP] += 1
-            _evaluate(jac_y, jac_p, t_j, y_mid, p, v, a_r, bt_r, n_forced, counters)
             pbs_step(dt, a_l, a_r, bt_l, bt_r, st, n_forced, work, xt, out)
             a_l[:, :] = a_r
             bt_l[:, :] = bt_r
@@ -255,7 +306,7 @@ def _exp_substeps(
                 bt_right = bt_end
             else:
                 t_j = t_end if j == n_sub - 1 else t_a + (j + 1) * dt
-                counters[_INTERP_RHS] += interpolate_state(
+                _evaluate_interpolated(
                     kind,
                     k,
                     t_j,
@@ -264,15 +315,19 @@ def _exp_substeps(
                     rec_f,
                     rec_dense,
                     rhs,
+                    jac_y,
+                    jac_p,
                     p,
                     v,
                     ck_stages,
                     ck_sub,
                     ck_state,
                     y_mid,
+                    a_r,
+                    bt_r,
+                    n_forced,
+                    counters,
                 )
-                counters[_INTERP] += 1
-                _evaluate(jac_y, jac_p, t_j, y_mid, p, v, a_r, bt_r, n_forced, counters)
                 a_right = a_r
                 bt_right = bt_r
             for i in range(a_m.shape[0]):
@@ -293,7 +348,7 @@ def _exp_substeps(
             )
         else:
             t_j = t_a + j * dt
-            counters[_INTERP_RHS] += interpolate_state(
+            _evaluate_interpolated(
                 kind,
                 k,
                 t_j,
@@ -302,15 +357,19 @@ def _exp_substeps(
                 rec_f,
                 rec_dense,
                 rhs,
+                jac_y,
+                jac_p,
                 p,
                 v,
                 ck_stages,
                 ck_sub,
                 ck_state,
                 y_mid,
+                a_l,
+                bt_l,
+                n_forced,
+                counters,
             )
-            counters[_INTERP] += 1
-            _evaluate(jac_y, jac_p, t_j, y_mid, p, v, a_l, bt_l, n_forced, counters)
             counters[_PRODUCTS] += exp_step(
                 dt, a_l, bt_l, st, n_forced, z, e, phi, expm_work, phit, gt, out
             )
@@ -475,24 +534,32 @@ def march_sensitivities(
                 s_out[out_index, :, :] = side
                 t_prev = times[out_index]
                 out_index += 1
-        # output times strictly inside the step: side steps from (t_a, S_a)
-        while out_index < n_times and times[out_index] < t_b:
-            t_out = times[out_index]
-            side[:, :] = st
-            n_side = max(1, int(math.ceil(n_sub * (t_out - t_a) / h - 1e-12)))
+        # side steps from (t_a, S_a) to the output times strictly inside the step (same
+        # branch, sub-step count scaled to their length), then the step itself
+        while True:
+            inside = out_index < n_times and times[out_index] < t_b
+            if inside:
+                t_end = times[out_index]
+                n_end = max(1, int(math.ceil(n_sub * (t_end - t_a) / h - 1e-12)))
+                side[:, :] = st
+                target = side
+            else:
+                t_end = t_b
+                n_end = n_sub
+                target = st
             if use_exp:
                 _exp_substeps(
                     k,
                     t_a,
-                    t_out,
-                    n_side,
+                    t_end,
+                    n_end,
                     a_a,
                     bt_a,
                     a_b,
                     bt_b,
-                    False,
+                    not inside,
                     exp_trapezoid,
-                    side,
+                    target,
                     n_forced,
                     kind,
                     rec_t,
@@ -527,13 +594,13 @@ def march_sensitivities(
                 _pbs_substeps(
                     k,
                     t_a,
-                    t_out,
-                    n_side,
+                    t_end,
+                    n_end,
                     a_a,
                     bt_a,
                     a_b,
                     bt_b,
-                    side,
+                    target,
                     n_forced,
                     kind,
                     rec_t,
@@ -557,91 +624,13 @@ def march_sensitivities(
                     ck_sub,
                     ck_state,
                     counters,
-                    False,
+                    not inside,
                 )
+            if not inside:
+                break
             counters[_SIDE] += 1
             s_out[out_index, :, :] = side
             out_index += 1
-        # the step itself
-        if use_exp:
-            _exp_substeps(
-                k,
-                t_a,
-                t_b,
-                n_sub,
-                a_a,
-                bt_a,
-                a_b,
-                bt_b,
-                True,
-                exp_trapezoid,
-                st,
-                n_forced,
-                kind,
-                rec_t,
-                rec_y,
-                rec_f,
-                rec_dense,
-                rhs,
-                jac_y,
-                jac_p,
-                p,
-                v,
-                a_l,
-                bt_l,
-                a_r,
-                bt_r,
-                a_m,
-                bt_m,
-                y_mid,
-                z,
-                e,
-                phi,
-                expm_work,
-                phit,
-                gt,
-                out,
-                ck_stages,
-                ck_sub,
-                ck_state,
-                counters,
-            )
-        else:
-            _pbs_substeps(
-                k,
-                t_a,
-                t_b,
-                n_sub,
-                a_a,
-                bt_a,
-                a_b,
-                bt_b,
-                st,
-                n_forced,
-                kind,
-                rec_t,
-                rec_y,
-                rec_f,
-                rec_dense,
-                rhs,
-                jac_y,
-                jac_p,
-                p,
-                v,
-                a_l,
-                bt_l,
-                a_r,
-                bt_r,
-                y_mid,
-                work,
-                xt,
-                out,
-                ck_stages,
-                ck_sub,
-                ck_state,
-                counters,
-                True,
-            )
         while out_index < n_times and times[out_index] <= t_b:
             s_out[out_index, :, :] = st
             out_index += 1
