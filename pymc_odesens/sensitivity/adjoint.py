@@ -30,7 +30,6 @@ from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.compiled_entry import compiled_entry
-from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
 from pymc_odesens.solvers.integrate import EventLog, hybrid_event_arguments
 from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
@@ -252,6 +251,9 @@ def adjoint_forward(
         ``.y`` holds the solution at ``times``; call ``.backward(cotangent)``
         for gradients.
     """
+    # imported here: the hybrid driver compiles (or loads) on the first adjoint solve
+    from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+
     if not isinstance(system, OdeSystem):
         raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
     ctl = resolve_adjoint_controls(system.n_states, **controls)

@@ -33,6 +33,14 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.sensitivity.matrix_exponential import EXPM_WORK_MATRICES
 from pymc_odesens.sensitivity.pbs_interpolation import interpolate_state
+from pymc_odesens.sensitivity.pbs_report import (
+    BRANCH_EXP,
+    BRANCH_EXP_STEADY,
+    BRANCH_EXP_SUBSTEP_LIMIT,
+    BRANCH_NAMES,
+    BRANCH_PBS,
+    BRANCH_PBS_REFINED,
+)
 from pymc_odesens.sensitivity.pbs_steps import (
     PBS_WORK_MATRICES,
     exp_apply,
@@ -57,12 +65,6 @@ __all__ = [
 
 ALGORITHM_PBS, ALGORITHM_PBSR, ALGORITHM_EXP = 0, 1, 2
 
-BRANCH_PBS = 0  # one PBS step (or max_step sub-steps)
-BRANCH_PBS_REFINED = 1  # PBSR: n_int > 1 PBS sub-steps
-BRANCH_EXP_STEADY = 2  # PBSR: Jacobians near constant -> Exp step
-BRANCH_EXP_SUBSTEP_LIMIT = 3  # PBSR: n_int > n_max -> Exp step
-BRANCH_EXP = 4  # Exp algorithm
-BRANCH_NAMES = ("pbs", "pbs_refined", "exp_steady", "exp_substep_limit", "exp")
 
 COUNTER_NAMES = (
     "n_jac_y_evals",

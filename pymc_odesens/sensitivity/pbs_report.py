@@ -6,9 +6,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_odesens.sensitivity.pbs_march import BRANCH_NAMES
-
 __all__ = ["PbsStepReport", "BRANCH_NAMES"]
+
+BRANCH_PBS = 0  # one PBS step (or max_step sub-steps)
+BRANCH_PBS_REFINED = 1  # PBSR: n_int > 1 PBS sub-steps
+BRANCH_EXP_STEADY = 2  # PBSR: Jacobians near constant -> Exp step
+BRANCH_EXP_SUBSTEP_LIMIT = 3  # PBSR: n_int > n_max -> Exp step
+BRANCH_EXP = 4  # Exp algorithm
+BRANCH_NAMES = ("pbs", "pbs_refined", "exp_steady", "exp_substep_limit", "exp")
+"""Names of the branches, indexed by the codes above."""
 
 
 @dataclass(frozen=True)

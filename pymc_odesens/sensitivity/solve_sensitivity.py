@@ -7,7 +7,6 @@ import numpy as np
 from pymc_odesens.codegen.sensitivity_source import WRT_CHOICES
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.forward import forward_sensitivities
-from pymc_odesens.sensitivity.pbs import pbs_sensitivities
 from pymc_odesens.sensitivity.pbs_options import PBS_ALGORITHMS, PbsOptions, resolve_pbs_options
 from pymc_odesens.sensitivity.result import SensitivityResult
 from pymc_odesens.solvers.solve import prepare_problem
@@ -113,6 +112,9 @@ def solve_sensitivity(
         max_num_steps,
     )
     if sensitivity in PBS_ALGORITHMS:
+        # imported here: the march compiles (or loads) only when a PBS method is used
+        from pymc_odesens.sensitivity.pbs import pbs_sensitivities
+
         y, s_params, s_y0, pbs_stats, report = pbs_sensitivities(problem, wrt, sensitivity, options)
         return SensitivityResult(
             t=problem.times,
