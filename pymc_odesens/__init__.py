@@ -34,6 +34,7 @@ from pymc_odesens.solvers import (
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
+    NonFiniteInputError,
     NonFiniteRhsError,
     OdeSolution,
     OdeSolverError,
@@ -71,5 +72,6 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "NonFiniteInputError",
 ]
 __version__ = "0.1.0"

@@ -5,6 +5,7 @@ from pymc_odesens.solvers.errors import (
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
+    NonFiniteInputError,
     NonFiniteRhsError,
     OdeSolverError,
     StepSizeTooSmallError,
@@ -23,4 +24,5 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "NonFiniteInputError",
 ]

@@ -9,6 +9,7 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "NonFiniteInputError",
 ]
 
 
@@ -60,3 +61,12 @@ class NewtonConvergenceError(OdeSolverError):
 
 class EventTimeError(OdeSolverError):
     """An explicit event's time is not finite at the given parameters."""
+
+
+class NonFiniteInputError(OdeSolverError, ValueError):
+    """The initial state or the parameters are not finite (NaN or infinity).
+
+    A ValueError for direct calls (the argument is bad); an OdeSolverError so
+    that inside a PyMC model such a proposal is rejected (log-density -inf) and
+    counted like a solver failure instead of stopping the sampler.
+    """

@@ -9,6 +9,7 @@ import numpy as np
 from pymc_odesens.codegen import compile_event_kernels, compile_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.solvers.controls import SolverControls, resolve_controls, validate_times
+from pymc_odesens.solvers.errors import NonFiniteInputError
 from pymc_odesens.solvers.integrate import EventLog, integrate, integrate_events
 from pymc_odesens.solvers.status import stats_dict
 
@@ -66,7 +67,7 @@ def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
     if arr.shape != (size,):
         raise ValueError(f"{argument} must have shape ({size},) ({what}); got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{argument} must be finite; got {arr}")
+        raise NonFiniteInputError(f"{argument} must be finite; got {arr}")
     return np.array(arr, dtype=np.float64, order="C")  # a copy: results must not alias inputs
 
 

@@ -345,3 +345,28 @@ def test_sampling_survives_solver_failures_in_part_of_the_prior():
     assert np.all(np.isfinite(draws))
     assert abs(np.median(draws) - 1.0) < 0.1
     assert sum(pymc_odesens.failure_counts().values()) > 0
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+@pytest.mark.parametrize("route", ["forward", "adjoint"])
+def test_non_finite_parameters_are_a_rejected_proposal(route, mode):
+    """A NaN or infinite parameter (a proposal whose transform overflowed, say) gives
+    -inf with a finite gradient in both modes, and is counted; it never stops sampling."""
+    pymc_odesens.reset_failure_counts()
+    system = _stiff_decay()
+    with pm.Model() as model:
+        k = pm.Normal("k", 0.0, 1.0)
+        # rate log(k) + 1: NaN for k < 0, -inf at k = 0 (the prior of k stays finite)
+        rate = pt.log(k) + 1.0
+        y = ode_solution(system, [1.0], [1.0, 2.0], [rate], method="bdf", sensitivity=route)
+        pm.Normal("obs", y[:, 0], 0.1, observed=[0.4, 0.1])
+    logp = model.compile_logp(mode=mode)
+    dlogp = model.compile_dlogp(mode=mode)
+    assert np.isfinite(logp({"k": 0.5}))
+    for bad_k in (-1.0, 0.0):
+        assert logp({"k": bad_k}) == -np.inf
+    assert np.all(np.isfinite(dlogp({"k": -1.0})))
+    counts = pymc_odesens.failure_counts()
+    assert sum(counts.values()) >= 2
+    if mode == "FAST_RUN":  # the compiled solver reports the non-finite rhs it meets instead
+        assert counts["NonFiniteInputError"] >= 2
