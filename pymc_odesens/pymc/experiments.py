@@ -20,8 +20,9 @@ import numpy as np
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.failures import record_failure
-from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward, solve_sensitivity
+from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+from pymc_odesens.sensitivity.forward import forward_sensitivities
 from pymc_odesens.solvers import OdeSolverError, solve
 from pymc_odesens.solvers.integrate import EventLog
 from pymc_odesens.solvers.solve import prepare_problem
@@ -160,26 +161,30 @@ def solve_forward(spec: OdeSpec, y0, params):
     wrt = "both" if spec.wrt_y0 else "params"
 
     def run(e):
+        # what solve_sensitivity does, without its checks of arguments the graph fixed
+        # and without building a result object (this runs at every log-density evaluation)
         try:
-            result = solve_sensitivity(
+            problem = prepare_problem(
                 system,
                 _y0_row(spec, y0, e),
                 spec.times_of(e),
                 params[e],
-                t0=spec.t0,
-                method=spec.method,
-                wrt=wrt,
-                **spec.controls,
+                spec.t0,
+                spec.method,
+                spec.controls.get("relative_tolerance"),
+                spec.controls.get("absolute_tolerance"),
+                spec.controls.get("max_num_steps"),
             )
+            y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
         except OdeSolverError as error:
             _handle(spec, error, e)
             y[e] = _placeholder_state(spec, y0, e)
             failed[e] = 1
             return
-        y[e] = result.y
-        s_p[e] = result.S
+        y[e] = y_e
+        s_p[e] = s_p_e
         if s_y0 is not None:
-            s_y0[e] = result.S_y0
+            s_y0[e] = s_y0_e
 
     _map(run, n_e)
     return y, s_p, s_y0, failed
