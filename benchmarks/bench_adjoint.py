@@ -719,29 +719,19 @@ def main(argv=None) -> None:
     if scaling:
         print_scaling_table(scaling)
     goal_items = goals(pka, scaling)
-    print()
-    print_table(
-        ["goal", "measured", "met"],
-        [
-            [g["goal"], g["measured"], {True: "yes", False: "NO"}.get(g.get("met"), "-")]
-            for g in goal_items
-        ],
-        title="Goals (issue 4)",
-    )
-    load_end = common.report_load("at end")
-    path = common.write_results(
+    common.finish_run(
         "bench_adjoint",
         {
             "pka": pka,
             "pka_backward_steps": jumps,
             "output_times": sweep,
             "random_linear": scaling,
-            "goals": goal_items,
-            "runtime_s": time.perf_counter() - started,
-            "load_average": {"start": load_start, "end": load_end},
         },
+        goal_items,
+        load_start,
+        started,
+        title="Goals (issue 4)",
     )
-    progress(f"\nresults written to {path} ({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

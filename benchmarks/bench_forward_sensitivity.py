@@ -60,28 +60,11 @@ def s_errors(S, truth_S) -> dict:
 def bench_ours(system, truth, method, rtol, atol, repeats):
     from pymc_odesens import solve_sensitivity
 
-    def call():
-        return solve_sensitivity(
-            system,
-            system.x0,
-            truth["t"],
-            system.p_nominal,
-            t0=system.t0,
-            method=method,
-            relative_tolerance=rtol,
-            absolute_tolerance=atol,
-        )
-
-    timing = common.time_call(call, repeats=repeats, max_seconds=4.0)
-    res = timing["result"]
+    row, res = common.time_reference_solve(
+        solve_sensitivity, system, truth, method, rtol, atol, repeats, max_seconds=4.0
+    )
     return {
-        "solver": f"ours {method}",
-        "median_ms": timing["median_ms"],
-        "min_ms": timing["min_ms"],
-        "n_timed": timing["n"],
-        "n_steps": res.stats["n_steps"],
-        "n_rhs_evals": res.stats["n_rhs_evals"],
-        "stats": res.stats,
+        **row,
         "y_scaled_err": common.scaled_error(res.y, truth["y"], axis=0),
         **s_errors(res.S, truth["S"]),
     }
@@ -484,28 +467,13 @@ def main(argv=None) -> None:
     print_pka_tables(pka)
     if scaling:
         print_scaling_table(scaling)
-    goal_items = goals(pka)
-    print()
-    print_table(
-        ["goal", "measured", "met"],
-        [
-            [g["goal"], g["measured"], {True: "yes", False: "NO"}.get(g.get("met"), "-")]
-            for g in goal_items
-        ],
-        title="Goals",
-    )
-    load_end = common.report_load("at end")
-    path = common.write_results(
+    common.finish_run(
         "bench_forward_sensitivity",
-        {
-            "pka": pka,
-            "random_linear": scaling,
-            "goals": goal_items,
-            "runtime_s": time.perf_counter() - started,
-            "load_average": {"start": load_start, "end": load_end},
-        },
+        {"pka": pka, "random_linear": scaling},
+        goals(pka),
+        load_start,
+        started,
     )
-    progress(f"\nresults written to {path} ({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

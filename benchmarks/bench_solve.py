@@ -94,28 +94,11 @@ print(json.dumps({
 def bench_ours(system, truth, method, rtol, atol, repeats):
     from pymc_odesens import solve
 
-    def call():
-        return solve(
-            system,
-            system.x0,
-            truth["t"],
-            system.p_nominal,
-            t0=system.t0,
-            method=method,
-            relative_tolerance=rtol,
-            absolute_tolerance=atol,
-        )
-
-    timing = common.time_call(call, repeats=repeats, max_seconds=3.0)
-    result = timing["result"]
+    row, result = common.time_reference_solve(
+        solve, system, truth, method, rtol, atol, repeats, max_seconds=3.0
+    )
     return {
-        "solver": f"ours {method}",
-        "median_ms": timing["median_ms"],
-        "min_ms": timing["min_ms"],
-        "n_timed": timing["n"],
-        "n_steps": result.stats["n_steps"],
-        "n_rhs_evals": result.stats["n_rhs_evals"],
-        "stats": result.stats,
+        **row,
         "rtol": float(result.controls.relative_tolerance),
         "atol": float(np.max(result.controls.absolute_tolerance)),
         "y_scaled_err": common.scaled_error(result.y, truth["y"], axis=0),
@@ -491,14 +474,6 @@ def goals(warm: dict, first: dict) -> list[dict]:
     return out
 
 
-def print_goals(items: list[dict]) -> None:
-    rows = [
-        [g["goal"], g["measured"], {True: "yes", False: "NO"}.get(g.get("met"), "-")] for g in items
-    ]
-    print()
-    print_table(["goal", "measured", "met"], rows, title="Goals")
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Benchmark of solve against scipy and AMICI.")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls of ours / AMICI")
@@ -520,20 +495,9 @@ def main(argv=None) -> None:
     print_warm_tables(warm)
     if first:
         print_first_call_table(first)
-    goal_items = goals(warm, first)
-    print_goals(goal_items)
-    load_end = common.report_load("at end")
-    path = common.write_results(
-        "bench_solve",
-        {
-            "warm": warm,
-            "first_calls": first,
-            "goals": goal_items,
-            "runtime_s": time.perf_counter() - started,
-            "load_average": {"start": load_start, "end": load_end},
-        },
+    common.finish_run(
+        "bench_solve", {"warm": warm, "first_calls": first}, goals(warm, first), load_start, started
     )
-    progress(f"\nresults written to {path} ({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

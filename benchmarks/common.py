@@ -372,3 +372,65 @@ def run_staged_child(
         proc.wait()
     errors.close()
     return results
+
+
+def time_reference_solve(function, system, truth, method, rtol, atol, repeats, max_seconds):
+    """Time ``function(system, x0, truth["t"], p_nominal, ...)`` (``solve`` or
+    ``solve_sensitivity``) on a reference model; returns ``(row, result)``.
+
+    ``row`` holds the timings and step counts every benchmark table reports; the caller
+    adds its own error columns from ``result``.
+    """
+
+    def call():
+        return function(
+            system,
+            system.x0,
+            truth["t"],
+            system.p_nominal,
+            t0=system.t0,
+            method=method,
+            relative_tolerance=rtol,
+            absolute_tolerance=atol,
+        )
+
+    timing = time_call(call, repeats=repeats, max_seconds=max_seconds)
+    result = timing["result"]
+    row = {
+        "solver": f"ours {method}",
+        "median_ms": timing["median_ms"],
+        "min_ms": timing["min_ms"],
+        "n_timed": timing["n"],
+        "n_steps": result.stats["n_steps"],
+        "n_rhs_evals": result.stats["n_rhs_evals"],
+        "stats": result.stats,
+    }
+    return row, result
+
+
+def print_goals(items: list[dict], title: str = "Goals") -> None:
+    """The goal table: goal, what was measured, and whether it is met (yes / NO / -)."""
+    rows = [
+        [g["goal"], g["measured"], {True: "yes", False: "NO"}.get(g.get("met"), "-")] for g in items
+    ]
+    print()
+    print_table(["goal", "measured", "met"], rows, title=title)
+
+
+def finish_run(
+    name: str, data: dict, goal_items: list[dict], load_start, started: float, title: str = "Goals"
+) -> Path:
+    """Print the goals, the final load, and write ``data`` with goals, runtime and load."""
+    print_goals(goal_items, title)
+    load_end = report_load("at end")
+    path = write_results(
+        name,
+        {
+            **data,
+            "goals": goal_items,
+            "runtime_s": time.perf_counter() - started,
+            "load_average": {"start": load_start, "end": load_end},
+        },
+    )
+    progress(f"\nresults written to {path} ({time.perf_counter() - started:.0f} s)")
+    return path
