@@ -54,6 +54,7 @@ DATA_SCALE = 1.1
 DEFAULT_SIZES = "10,20,30,40"
 GOALS = {"forward_over_adjoint_pka": 1.5, "amici_over_ours": 1.0, "adjoint_over_plain_exp": 0.5}
 # tolerance cases of part 1: label -> (rtol, atol) or None for Stan's defaults
+DISCRETE_LABEL = "adjoint (discrete, bdf)"
 CASES = {"1e-6/1e-8": LOOSE, "1e-8/1e-10": TIGHT, "Stan defaults": None}
 
 
@@ -133,6 +134,8 @@ class Case:
 
 
 def adjoint_steps(stats) -> str:
+    if "replay" in stats:  # discrete: forward + replayed steps, no backward ODE
+        return f"{stats['forward']['n_steps']}+{stats['replay']['n_steps']}"
     return (
         f"{stats['forward']['n_steps']}+{stats['reintegration']['n_steps']}"
         f"+{stats['backward']['n_steps']}"
@@ -228,6 +231,7 @@ def pka_benchmarks(args) -> dict:
     case.forward_gradient()
     case.adjoint_gradient()
     case.adjoint_gradient(solver_backward="adams")
+    case.adjoint_gradient(adjoint_method="discrete")
     progress(f"  first calls (compile / cache load): {time.perf_counter() - start:.1f} s")
     rows = {}
     for key, tol in CASES.items():
@@ -236,6 +240,9 @@ def pka_benchmarks(args) -> dict:
             bench_adjoint_row(case, tol, args.repeats),
             bench_adjoint_row(
                 case, tol, args.repeats, label="adjoint (bdf/adams)", solver_backward="adams"
+            ),
+            bench_adjoint_row(
+                case, tol, args.repeats, label=DISCRETE_LABEL, adjoint_method="discrete"
             ),
         ]
         for r in rows[key]:
@@ -288,7 +295,7 @@ def print_pka_tables(pka: dict) -> None:
                 "min ms",
                 "fwd phase",
                 "bwd phase",
-                "steps (fwd+reint+bwd)",
+                "steps (fwd+reint+bwd | fwd+replay)",
                 "rel err",
                 "comp err",
                 "t/adjoint",
@@ -497,7 +504,7 @@ def print_output_time_table(rows) -> None:
 # ----------------------------------------------------------------------------- part 4
 
 CHILD = str(common.BENCH_DIR / "random_linear_child.py")
-SCALING_STAGES = ("plain", "grad_forward", "grad_adjoint")
+SCALING_STAGES = ("plain", "grad_forward", "grad_adjoint", "grad_discrete")
 
 
 def scaling_benchmarks(args) -> dict:
@@ -545,7 +552,7 @@ def scaling_benchmarks(args) -> dict:
                     xs.append(n)
                     ys.append(d["median_ms"])
             fits[stage] = {"exponent": common.fit_power_law(xs, ys), "sizes": xs}
-        for stage in ("grad_forward", "grad_adjoint"):
+        for stage in ("grad_forward", "grad_adjoint", "grad_discrete"):
             xs, ys = [], []
             for n in sizes:
                 d = out["per_size"][n].get(n_times, {})
@@ -587,9 +594,15 @@ def print_scaling_table(scaling: dict) -> None:
             else:
                 cells += ["-", "-", "-"]
             cells.append(fwd["stats"]["n_steps"] if "stats" in fwd else "-")
-            ratio = fwd["median_ms"] / adj["median_ms"] if "median_ms" in adj else None
-            cells.append(fmt_ratio(ratio) if "median_ms" in fwd else "-")
-            errs = [fmt_err(x.get("gradient_rel_err")) for x in (fwd, adj)]
+            disc = d.get("grad_discrete", {})
+            ratios = [
+                fmt_ratio(fwd["median_ms"] / x["median_ms"])
+                if "median_ms" in x and "median_ms" in fwd
+                else "-"
+                for x in (adj, disc)
+            ]
+            cells.append(" / ".join(ratios))
+            errs = [fmt_err(x.get("gradient_rel_err")) for x in (fwd, adj, disc)]
             cells.append(" / ".join(errs))
             rows.append(cells)
         print()
@@ -599,12 +612,13 @@ def print_scaling_table(scaling: dict) -> None:
                 "plain ms",
                 "forward grad ms",
                 "adjoint grad ms",
+                "discrete grad ms",
                 "adj fwd phase",
                 "adj bwd phase",
                 "adj steps",
                 "fwd steps",
-                "forward/adjoint",
-                "grad err fwd / adj",
+                "forward/adjoint / discrete",
+                "grad err fwd / adj / disc",
             ],
             rows,
             title=f"Random linear system, T = {n_times} output times on [0, 10], bdf, "
@@ -615,8 +629,10 @@ def print_scaling_table(scaling: dict) -> None:
             ("plain", "plain solve"),
             ("grad_forward", "forward-sensitivity gradient"),
             ("grad_adjoint", "adjoint gradient"),
+            ("grad_discrete", "discrete adjoint gradient"),
             ("grad_forward_over_plain", "forward gradient / plain solve"),
             ("grad_adjoint_over_plain", "adjoint gradient / plain solve"),
+            ("grad_discrete_over_plain", "discrete adjoint gradient / plain solve"),
         ):
             b = fits[key]["exponent"]
             text = "fewer than 2 sizes" if b is None else f"~ n^{b:.2f}"
@@ -629,22 +645,28 @@ def print_scaling_table(scaling: dict) -> None:
 def goals(pka: dict, scaling: dict | None) -> list[dict]:
     out = []
     rows = {r["solver"]: r for r in pka["rows"]["1e-6/1e-8"]}
-    fwd, adj = rows["forward sens (bdf)"], rows["adjoint (bdf/bdf)"]
-    ratio = fwd["median_ms"] / adj["median_ms"]
-    out.append(
-        {
-            "goal": "pka (P = 35) at 1e-6/1e-8: adjoint gradient >= 1.5x faster than the "
-            "forward-sensitivity gradient",
-            "measured": f"forward/adjoint = {fmt_ratio(ratio)} (fastest runs: "
-            f"{fmt_ratio(fwd['min_ms'] / adj['min_ms'])}; {fmt_ms(fwd['median_ms'])} ms vs "
-            f"{fmt_ms(adj['median_ms'])} ms)",
-            "met": ratio >= GOALS["forward_over_adjoint_pka"],
-        }
-    )
+    fwd = rows["forward sens (bdf)"]
     amici = rows.get("AMICI adjoint")
-    if amici and not amici.get("error"):
+    for label, name in ((DISCRETE_LABEL, "discrete adjoint"), ("adjoint (bdf/bdf)", "adjoint")):
+        adj = rows[label]
+        ratio = fwd["median_ms"] / adj["median_ms"]
+        out.append(
+            {
+                "goal": f"pka (P = 35) at 1e-6/1e-8: {name} gradient >= 1.5x faster than the "
+                "forward-sensitivity gradient",
+                "measured": f"forward/{name} = {fmt_ratio(ratio)} (fastest runs: "
+                f"{fmt_ratio(fwd['min_ms'] / adj['min_ms'])}; {fmt_ms(fwd['median_ms'])} ms vs "
+                f"{fmt_ms(adj['median_ms'])} ms)",
+                "met": ratio >= GOALS["forward_over_adjoint_pka"],
+            }
+        )
+        if not amici or amici.get("error"):
+            out.append(
+                {"goal": f"pka {name} no slower than AMICI's adjoint", "measured": "skipped"}
+            )
+            continue
         for key, text in (
-            ("median_ms", "pka adjoint no slower than AMICI's adjoint (Python call)"),
+            ("median_ms", f"pka {name} no slower than AMICI's adjoint (Python call)"),
             ("core_median_ms", "  (same, AMICI's C++ call without Python wrapping)"),
             ("amici_cpu_ms", "  (same, AMICI's own cpu_time of the integration only)"),
         ):
@@ -654,33 +676,32 @@ def goals(pka: dict, scaling: dict | None) -> list[dict]:
                 if key == "median_ms":
                     measured += f" (fastest runs: {fmt_ratio(amici['min_ms'] / adj['min_ms'])})"
                 out.append({"goal": text, "measured": measured, "met": r >= 1.0})
-    else:
-        out.append({"goal": "pka adjoint no slower than AMICI's adjoint", "measured": "skipped"})
     if scaling:
         for n_times in (61, 2):
             fits = scaling[f"fits_T{n_times}"]
-            b = fits["grad_adjoint_over_plain"]["exponent"]
             bf = fits["grad_forward_over_plain"]["exponent"]
-            b_abs = fits["grad_adjoint"]["exponent"]
-            if b is None:
+            for stage, name in (("grad_discrete", "discrete adjoint"), ("grad_adjoint", "adjoint")):
+                b = fits[f"{stage}_over_plain"]["exponent"]
+                b_abs = fits[stage]["exponent"]
+                if b is None:
+                    out.append(
+                        {
+                            "goal": f"random linear, T = {n_times}: {name} cost far slower than "
+                            "linear in P",
+                            "measured": "fewer than 2 sizes",
+                        }
+                    )
+                    continue
                 out.append(
                     {
-                        "goal": f"random linear, T = {n_times}: adjoint cost far slower than "
-                        "linear in P",
-                        "measured": "fewer than 2 sizes",
+                        "goal": f"random linear, T = {n_times}: {name} cost grows far slower "
+                        f"than linearly in P ({name} / plain solve ~ n^b, b <= "
+                        f"{GOALS['adjoint_over_plain_exp']})",
+                        "measured": f"b = {b:.2f} (forward/plain: {bf:.2f}; {name} alone "
+                        f"~ n^{b_abs:.2f}; sizes {fits[f'{stage}_over_plain']['sizes']})",
+                        "met": b <= GOALS["adjoint_over_plain_exp"],
                     }
                 )
-                continue
-            out.append(
-                {
-                    "goal": f"random linear, T = {n_times}: adjoint cost grows far slower than "
-                    f"linearly in P (adjoint / plain solve ~ n^b, b <= "
-                    f"{GOALS['adjoint_over_plain_exp']})",
-                    "measured": f"b = {b:.2f} (forward/plain: {bf:.2f}; adjoint alone "
-                    f"~ n^{b_abs:.2f}; sizes {fits['grad_adjoint_over_plain']['sizes']})",
-                    "met": b <= GOALS["adjoint_over_plain_exp"],
-                }
-            )
     return out
 
 

@@ -19,6 +19,7 @@ adjoint as well). Stages:
   sensitivities: ``solve_sensitivity``, cotangent ``data - y``, ``einsum``.
 - ``grad_adjoint``: the same gradient by ``adjoint_forward`` and ``.backward(data - y)``,
   with the two phases also timed on their own.
+- ``grad_discrete``: the same with ``adjoint_method="discrete"``.
 
 The first call of a stage includes generating and compiling the kernels it needs (or
 loading them from ``PYMC_ODESENS_CACHE_DIR``); then up to ``--repeats`` calls (at most about
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from random_linear import DEFAULT_SEED, random_linear_problem  # noqa: E402
 
-STAGES = ("plain", "sens", "grad_forward", "grad_adjoint")
+STAGES = ("plain", "sens", "grad_forward", "grad_adjoint", "grad_discrete")
 MAX_TIMED_SECONDS = 3.0
 
 
@@ -115,9 +116,7 @@ def main(argv=None) -> None:
         res = solve_sensitivity(system, y0, times, p, **kw)
         return res, np.einsum("ti,tik->k", data - res.y, res.S)
 
-    def grad_adjoint():
-        checkpoints = adjoint_forward(system, y0, times, p, **adjoint_kw)
-        return checkpoints.backward(data - checkpoints.y)
+    method_kw = {"grad_adjoint": {}, "grad_discrete": {"adjoint_method": "discrete"}}
 
     for stage in stages:
         out = {"stage": stage, "n_times": args.n_times}
@@ -138,9 +137,15 @@ def main(argv=None) -> None:
             res, grad = t.pop("result")
             out.update(stats=res.stats, gradient_rel_err=relative(grad, g_exact))
         else:
+            kw_stage = {**adjoint_kw, **method_kw[stage]}
+
+            def grad_adjoint(kw_stage=kw_stage):
+                checkpoints = adjoint_forward(system, y0, times, p, **kw_stage)
+                return checkpoints.backward(data - checkpoints.y)
+
             first, t = timed(grad_adjoint, args.repeats)
             g = t.pop("result")
-            _, t_fwd = timed(lambda: adjoint_forward(system, y0, times, p, **adjoint_kw), 5)
+            _, t_fwd = timed(lambda k=kw_stage: adjoint_forward(system, y0, times, p, **k), 5)
             checkpoints = t_fwd.pop("result")
             cot = data - checkpoints.y
             _, t_bwd = timed(lambda c=checkpoints, g=cot: c.backward(g), args.repeats)

@@ -82,6 +82,10 @@ class AdjointCheckpoints:
     events : EventLog or None
         For systems with events: the events that happened, with the state
         just before each (the backward pass undoes their jumps).
+    step_log, snapshots : numpy.ndarray or None
+        With ``adjoint_method="discrete"``: the forward run's log of operations
+        on its history (four numbers per operation) and the history at every
+        checkpoint (see :mod:`pymc_odesens.sensitivity.discrete_adjoint`).
     """
 
     t: np.ndarray
@@ -92,6 +96,8 @@ class AdjointCheckpoints:
     stats: dict
     problem: OdeProblem = field(repr=False)
     events: EventLog | None = None
+    step_log: np.ndarray | None = field(default=None, repr=False)
+    snapshots: np.ndarray | None = field(default=None, repr=False)
     _buffer_capacity: int = field(default=0, repr=False)
 
     def backward(self, cotangent) -> AdjointGradient:
@@ -104,6 +110,8 @@ class AdjointCheckpoints:
         pymc_odesens.OdeSolverError
             If the re-integration or the backward solve fails.
         """
+        if self.controls.adjoint_method == "discrete":
+            return self._discrete_backward(cotangent)
         problem = self.problem
         system = problem.system
         # compiled on first use, not at import
@@ -219,6 +227,51 @@ class AdjointCheckpoints:
         }
         return AdjointGradient(params=grad_p, y0=lam, y=self.y, stats=stats)
 
+    def _discrete_backward(self, cotangent) -> AdjointGradient:
+        from pymc_odesens.sensitivity.discrete_adjoint import discrete_adjoint_backward
+
+        problem = self.problem
+        system = problem.system
+        n, p = system.n_states, system.n_params
+        cot = _validate_cotangent(cotangent, self.t.size, n)
+        controls = self.controls
+        kernels = problem.kernels
+        params = problem.params if p else np.zeros(1)
+        y0_bar = np.zeros(n)
+        p_bar = np.zeros(p)
+        stats_r = st.new_stats()
+        info = np.zeros(st.INFO_SIZE)
+        code = compiled_entry(discrete_adjoint_backward)(
+            kernels.rhs,
+            kernels.jac_y,
+            kernels.vjp_y,
+            kernels.vjp_p,
+            params,
+            self.t,
+            cot,
+            self.step_log,
+            self.snapshots,
+            self.step_log.shape[0],
+            self.snapshots.shape[0],
+            np.full(n, controls.relative_tolerance_forward),
+            controls.absolute_tolerance_forward,
+            y0_bar,
+            p_bar,
+            stats_r,
+            info,
+        )
+        st.raise_for_status(code, info, "discrete adjoint replay (bdf)", system.states)
+        if problem.y0_from_params and p:
+            jac0 = kernels.evaluate("initial_state_jac", problem.t0, problem.y0, problem.params)
+            p_bar += jac0 @ y0_bar
+        stats = {
+            "forward": dict(self.stats),
+            "replay": st.stats_dict(stats_r),
+            "n_checkpoints": int(self.snapshots.shape[0]),
+            "n_logged_operations": int(self.step_log.shape[0]),
+        }
+        return AdjointGradient(params=p_bar, y0=y0_bar, y=self.y, stats=stats)
+
 
 def _validate_cotangent(cotangent, n_times: int, n_states: int) -> np.ndarray:
     try:
@@ -272,6 +325,19 @@ def adjoint_forward(
     params_arr = problem.params if system.n_params else np.zeros(1)
     rtol = np.full(n, ctl.relative_tolerance_forward)
     event_kernels = compile_event_kernels(system)
+    if ctl.adjoint_method == "discrete":
+        if event_kernels is not None:
+            raise ValueError(
+                "adjoint_method='discrete' does not support systems with events; use "
+                "adjoint_method='continuous' (the default), which does"
+            )
+        if ctl.forward_method != "bdf":
+            raise ValueError(
+                "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
+                f"{ctl.forward_method!r} (the linearised steps of adams are unstable on stiff "
+                "problems; use adjoint_method='continuous' with adams)"
+            )
+        return _discrete_forward(problem, ctl, params_arr, rtol)
     event_arguments = hybrid_event_arguments(
         event_kernels,
         None if event_kernels is None else event_kernels.jump,
@@ -349,6 +415,78 @@ def adjoint_forward(
         stats=st.stats_dict(stats),
         problem=problem,
         events=events,
+    )
+
+
+def _discrete_forward(
+    problem: OdeProblem, ctl: AdjointControls, params, rtol
+) -> AdjointCheckpoints:
+    """Forward ``bdf`` run that logs its steps and snapshots its history (discrete adjoint)."""
+    from pymc_odesens.solvers.integrate import no_events
+    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, run_multistep, snapshot_width
+
+    system = problem.system
+    n = system.n_states
+    family = BDF
+    every = ctl.num_steps_between_checkpoints
+    op_capacity = 1024
+    snap_capacity = _INITIAL_CHECKPOINT_CAPACITY
+    while True:
+        rec_t = np.zeros(snap_capacity)
+        rec_y = np.zeros((snap_capacity, n))
+        rec_count = np.zeros(1, dtype=np.int64)
+        op_log = np.zeros((op_capacity, OP_WIDTH))
+        snapshots = np.zeros((snap_capacity, snapshot_width(family, n)))
+        op_count = np.zeros(2, dtype=np.int64)
+        y_out = np.empty((problem.times.size, n))
+        stats = st.new_stats()
+        info = np.zeros(st.INFO_SIZE)
+        code = compiled_entry(run_multistep)(
+            family,
+            problem.kernels.rhs,
+            problem.kernels.jac_y,
+            problem.t0,
+            problem.y0,
+            params,
+            problem.times,
+            rtol,
+            ctl.absolute_tolerance_forward,
+            ctl.max_num_steps,
+            n,
+            n,
+            n,
+            every,
+            rec_t,
+            rec_y,
+            np.zeros((0, 0)),
+            rec_count,
+            op_log,
+            snapshots,
+            op_count,
+            problem.kernels.rhs,
+            *no_events(),
+            y_out,
+            stats,
+            info,
+        )
+        if code != st.RECORD_FULL:
+            break
+        if op_count[0] > op_capacity:
+            op_capacity *= 4
+        else:
+            snap_capacity *= 4
+    st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
+    k = int(rec_count[0])
+    return AdjointCheckpoints(
+        t=problem.times,
+        y=y_out,
+        checkpoint_times=rec_t[:k].copy(),
+        checkpoint_states=rec_y[:k].copy(),
+        controls=ctl,
+        stats=st.stats_dict(stats),
+        problem=problem,
+        step_log=op_log[: op_count[0]].copy(),
+        snapshots=snapshots[: op_count[1]].copy(),
     )
 
 

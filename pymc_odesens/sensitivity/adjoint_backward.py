@@ -19,7 +19,7 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
-from pymc_odesens.solvers.multistep import run_multistep
+from pymc_odesens.solvers.multistep import OP_WIDTH, run_multistep
 from pymc_odesens.solvers.recorded_trajectory import recording_views, set_record_count
 
 __all__ = ["backward_pass", "BACKWARD_INFO_SIZE", "PHASE_REINTEGRATION", "PHASE_BACKWARD"]
@@ -115,6 +115,8 @@ def backward_pass(
     no_t = np.zeros(0)
     no_rows = np.zeros((0, 0))
     no_count = np.zeros(1, dtype=np.int64)
+    no_log = np.zeros((0, OP_WIDTH))
+    no_log_count = np.zeros(2, dtype=np.int64)
     no_directions = np.zeros(0, dtype=np.int64)
     no_values = np.zeros(0)
     event_out = np.zeros(EVENT_OUT_SIZE)
@@ -198,6 +200,9 @@ def backward_pass(
                     rec_y,
                     rec_f,
                     rec_count,
+                    no_log,
+                    no_rows,
+                    no_log_count,
                     rhs,
                     no_directions,
                     no_values,
@@ -243,6 +248,9 @@ def backward_pass(
                 no_rows,
                 no_rows,
                 no_count,
+                no_log,
+                no_rows,
+                no_log_count,
                 adjoint_rhs,
                 no_directions,
                 no_values,

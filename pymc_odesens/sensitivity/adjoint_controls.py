@@ -6,7 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AdjointControls", "resolve_adjoint_controls", "ADJOINT_DEFAULTS"]
+__all__ = [
+    "AdjointControls",
+    "resolve_adjoint_controls",
+    "ADJOINT_DEFAULTS",
+    "ADJOINT_METHODS",
+]
 
 SOLVER_CODES = {1: "adams", 2: "bdf"}
 INTERPOLATION_CODES = {1: "hermite", 2: "polynomial"}
@@ -29,6 +34,14 @@ the values its documentation works with: tolerances 1e-6, ``max_num_steps`` of
 Stan's ``ode_bdf`` (1e8), 150 steps between checkpoints, Hermite
 interpolation, BDF forwards and backwards."""
 
+ADJOINT_METHODS = ("continuous", "discrete")
+"""Values of the control ``adjoint_method`` (not Stan's; default ``"continuous"``):
+Stan's backward ODE with its own error control, or the exact adjoint of the
+forward run's logged steps (:mod:`pymc_odesens.sensitivity.discrete_adjoint`),
+which ignores the backward and quadrature controls and the interpolation."""
+
+_ALL_DEFAULTS = {**ADJOINT_DEFAULTS, "adjoint_method": "continuous"}
+
 
 @dataclass(frozen=True)
 class AdjointControls:
@@ -48,6 +61,8 @@ class AdjointControls:
         1 Hermite, 2 polynomial.
     solver_forward, solver_backward : int
         1 Adams, 2 BDF.
+    adjoint_method : str
+        ``"continuous"`` (Stan's) or ``"discrete"`` (see :data:`ADJOINT_METHODS`).
     """
 
     relative_tolerance_forward: float
@@ -61,6 +76,7 @@ class AdjointControls:
     interpolation_polynomial: int
     solver_forward: int
     solver_backward: int
+    adjoint_method: str = "continuous"
 
     @property
     def forward_method(self) -> str:
@@ -133,15 +149,18 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
     interpolation choices take Stan's integer codes or the names
     ``"adams"``/``"bdf"`` and ``"hermite"``/``"polynomial"``.
     """
-    unknown = sorted(set(controls) - set(ADJOINT_DEFAULTS))
+    unknown = sorted(set(controls) - set(_ALL_DEFAULTS))
     if unknown:
         raise TypeError(
-            f"unknown adjoint control(s) {unknown}; accepted: {', '.join(ADJOINT_DEFAULTS)}"
+            f"unknown adjoint control(s) {unknown}; accepted: {', '.join(_ALL_DEFAULTS)}"
         )
     values = {
-        k: (ADJOINT_DEFAULTS[k] if controls.get(k) is None else controls[k])
-        for k in ADJOINT_DEFAULTS
+        k: (_ALL_DEFAULTS[k] if controls.get(k) is None else controls[k]) for k in _ALL_DEFAULTS
     }
+    if values["adjoint_method"] not in ADJOINT_METHODS:
+        raise ValueError(
+            f"adjoint_method must be one of {ADJOINT_METHODS}; got {values['adjoint_method']!r}"
+        )
     return AdjointControls(
         relative_tolerance_forward=_relative(
             "relative_tolerance_forward", values["relative_tolerance_forward"]
@@ -170,4 +189,5 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
         ),
         solver_forward=_code("solver_forward", values["solver_forward"], SOLVER_CODES),
         solver_backward=_code("solver_backward", values["solver_backward"], SOLVER_CODES),
+        adjoint_method=values["adjoint_method"],
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pymc_odesens.solvers.difference_table import update_after_step
+from pymc_odesens.solvers.difference_table import update_after_step, update_after_step_adjoint
 
 MAX_ORDER = 5
 _K = np.arange(1, MAX_ORDER + 1)
@@ -44,6 +44,25 @@ def predict(table, order, h, y_cur, y_pred, psi):
             s += GAMMA[j] * table[j, i]
         psi[i] = s / alpha
     return h / alpha
+
+
+@njit(cache=True)
+def predict_adjoint(table_bar, order, h, y_cur_bar, y_pred_bar, psi_bar):
+    """Adjoint of :func:`predict`: add the cotangents of ``y_pred`` and ``psi`` to the table's."""
+    n = y_pred_bar.size
+    alpha = ALPHA[order]
+    for i in range(n):
+        table_bar[0, i] += y_pred_bar[i]
+    for j in range(1, order + 1):
+        k = GAMMA[j] / alpha
+        for i in range(n):
+            table_bar[j, i] += y_pred_bar[i] + k * psi_bar[i]
+
+
+@njit(cache=True)
+def accept_adjoint(table_bar, order, c, d_bar):
+    """Adjoint of :func:`accept`: the table's cotangent before the step, and ``d``'s."""
+    update_after_step_adjoint(table_bar, order, d_bar)
 
 
 @njit(cache=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["lu_factor", "lu_solve", "lu_solve_blocks"]
+__all__ = ["lu_factor", "lu_solve", "lu_solve_blocks", "lu_solve_transpose"]
 
 
 @njit(cache=True)
@@ -63,6 +63,32 @@ def lu_solve(lu, pivots, b, offset):
         for j in range(i + 1, n):
             s -= lu[i, j] * b[offset + j]
         b[offset + i] = s / lu[i, i]
+
+
+@njit(cache=True)
+def lu_solve_transpose(lu, pivots, b):
+    """Solve ``A^T x = b`` in place with the factors of :func:`lu_factor` (``P A = L U``).
+
+    ``A^T = U^T L^T P``: forward substitution with ``U^T``, back substitution
+    with the unit ``L^T``, then the row swaps undone in reverse order.
+    """
+    n = lu.shape[0]
+    for i in range(n):
+        s = b[i]
+        for j in range(i):
+            s -= lu[j, i] * b[j]
+        b[i] = s / lu[i, i]
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, n):
+            s -= lu[j, i] * b[j]
+        b[i] = s
+    for k in range(n - 1, -1, -1):
+        r = pivots[k]
+        if r != k:
+            tmp = b[k]
+            b[k] = b[r]
+            b[r] = tmp
 
 
 @njit(cache=True)

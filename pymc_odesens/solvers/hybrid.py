@@ -22,7 +22,7 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
-from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
+from pymc_odesens.solvers.multistep import ADAMS, BDF, OP_WIDTH, run_multistep
 from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
 
 __all__ = [
@@ -159,6 +159,9 @@ def _run(
         rec_y,
         rec_f,
         rec_count,
+        np.zeros((0, OP_WIDTH)),
+        np.zeros((0, 0)),
+        np.zeros(2, dtype=np.int64),
         conditions,
         directions,
         g_zero,

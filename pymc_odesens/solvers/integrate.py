@@ -131,7 +131,7 @@ def integrate(
             info,
         )
     else:
-        from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
+        from pymc_odesens.solvers.multistep import ADAMS, BDF, NO_STEP_LOG, run_multistep
 
         family = BDF if method == "bdf" else ADAMS
         code = compiled_entry(run_multistep)(
@@ -150,6 +150,7 @@ def integrate(
             n_err,
             record_every,
             *no_record,
+            *NO_STEP_LOG,
             rhs,
             *no_events(),
             y_out,

@@ -75,10 +75,33 @@ from pymc_odesens.solvers.newton import (
     newton_corrector,
 )
 
-__all__ = ["run_multistep", "MULTISTEP_SIGNATURE", "BDF", "ADAMS"]
+__all__ = [
+    "run_multistep",
+    "MULTISTEP_SIGNATURE",
+    "BDF",
+    "ADAMS",
+    "OP_INIT",
+    "OP_RESAMPLE",
+    "OP_STEP",
+    "OP_WIDTH",
+    "NO_STEP_LOG",
+    "table_rows",
+    "snapshot_width",
+]
 
 BDF = 0
 ADAMS = 1
+# The step log of a run (for the discrete adjoint): one row [kind, order, value, t] per
+# operation on the history, in order. OP_INIT: value h0, t t0; OP_RESAMPLE: the table
+# re-sampled at ``order`` for a step ``value`` times larger; OP_STEP: an accepted step of
+# ``order`` and size ``value`` ending at ``t``. Replaying the log from a snapshot of the
+# history reproduces the run without error control.
+OP_INIT = 0
+OP_RESAMPLE = 1
+OP_STEP = 2
+OP_WIDTH = 4
+NO_STEP_LOG = (np.zeros((0, OP_WIDTH)), np.zeros((0, 0)), np.zeros(2, dtype=np.int64))
+"""``op_log, snapshots, op_count`` of a run without a step log."""
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 LU_GAMMA_CHANGE = 0.3  # CVODE's dgmax
@@ -119,6 +142,9 @@ MULTISTEP_SIGNATURE = types.int64(
     types.float64[:, ::1],  # rec_y (capacity, recorded components)
     types.float64[:, ::1],  # rec_f (capacity or 0, recorded components)
     types.int64[::1],  # rec_count (1,): number of records written
+    types.float64[:, ::1],  # op_log (capacity or 0, OP_WIDTH): the step log (discrete adjoint)
+    types.float64[:, ::1],  # snapshots (capacity, 1 + n + table size) at every record
+    types.int64[::1],  # op_count (2,): log rows and snapshots written
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
     types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
@@ -182,6 +208,66 @@ def _dense_output(family, table, order, t_new, h, y_new, t_out, poly, out):
         adams_formula.dense_output(table, order, t_new, h, y_new, t_out, poly, out)
 
 
+def table_rows(family: int) -> int:
+    """Rows of the difference table of ``family``."""
+    return (bdf_formula.MAX_ORDER if family == BDF else adams_formula.MAX_ORDER) + 3
+
+
+def snapshot_width(family: int, n: int) -> int:
+    """Width of a snapshot row: log position, ``y_cur`` (n) and the table."""
+    return 1 + n + table_rows(family) * n
+
+
+@njit(cache=True)
+def _log_op(op_log, op_count, kind, order, value, t):
+    """Append one row to the step log (nothing without one).
+
+    Rows past its capacity are counted, not written: the run checks
+    :func:`_log_overflow` once per step.
+    """
+    if op_log.shape[0] == 0:
+        return
+    k = op_count[0]
+    if k < op_log.shape[0]:
+        op_log[k, 0] = kind
+        op_log[k, 1] = order
+        op_log[k, 2] = value
+        op_log[k, 3] = t
+    op_count[0] = k + 1
+
+
+@njit(cache=True)
+def _log_overflow(op_log, snapshots, op_count):
+    return op_log.shape[0] > 0 and (
+        op_count[0] > op_log.shape[0] or op_count[1] > snapshots.shape[0]
+    )
+
+
+@njit(cache=True)
+def _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count):
+    """:func:`change_step_size`, logged."""
+    change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
+    _log_op(op_log, op_count, OP_RESAMPLE, order, factor, 0.0)
+
+
+@njit(cache=True)
+def _snapshot(op_log, snapshots, op_count, y_cur, table):
+    """Store the history (log position, ``y_cur``, table); counted past capacity."""
+    if op_log.shape[0] == 0:
+        return
+    k = op_count[1]
+    if k < snapshots.shape[0]:
+        n = y_cur.size
+        snapshots[k, 0] = op_count[0]
+        for i in range(n):
+            snapshots[k, 1 + i] = y_cur[i]
+        base = 1 + n
+        for j in range(table.shape[0]):
+            for i in range(n):
+                snapshots[k, base + j * n + i] = table[j, i]
+    op_count[1] = k + 1
+
+
 @njit(cache=True)
 def _record(t, y, f, rec_t, rec_y, rec_f, rec_count):
     """Append ``t``, the leading components of ``y`` (and ``f``); False when full."""
@@ -218,6 +304,9 @@ def run_multistep(
     rec_y,
     rec_f,
     rec_count,
+    op_log,
+    snapshots,
+    op_count,
     events,
     directions,
     g_zero,
@@ -234,8 +323,8 @@ def run_multistep(
     function-pointer arguments): ``bdf`` and ``adams`` share this machine code.
 
     Returns a status code of :mod:`pymc_odesens.solvers.status`
-    (``RECORD_FULL`` when the recording arrays are too short, ``EVENT`` / ``STOP``
-    at an event).
+    (``RECORD_FULL`` when the recording arrays, the step log or the snapshots
+    are too short, ``EVENT`` / ``STOP`` at an event).
     """
     max_order = _max_order(family)
     n = y0.size
@@ -298,6 +387,10 @@ def run_multistep(
     )
     stats[st.N_RHS] += 1
     _initialise(family, table, y0, f, h)
+    op_count[0] = 0
+    op_count[1] = 0
+    _log_op(op_log, op_count, OP_INIT, 1, h, t)
+    _snapshot(op_log, snapshots, op_count, y_cur, table)
     order = 1
     n_equal_steps = 0
     n_accepted = 0
@@ -334,7 +427,7 @@ def run_multistep(
             if t_new >= t_limit:
                 t_new = t_limit
                 factor = (t_limit - t) / h
-                change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
+                _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
                 h = t_limit - t
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
@@ -396,7 +489,7 @@ def run_multistep(
                     info[2] = -1
                     return st.NEWTON_FAILED
                 h *= 0.25
-                change_step_size(table, order, 0.25, r_mat, u_mat, ru_mat, tmp)
+                _resample(table, order, 0.25, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
                 continue
             last_non_finite = -1
@@ -429,7 +522,7 @@ def run_multistep(
                             order -= 1
                             factor = max(MIN_FACTOR, min(1.0, factor_minus))
                 h *= factor
-                change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
+                _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
                 continue
             accepted = True
@@ -445,6 +538,7 @@ def run_multistep(
         for i in range(n):
             y_cur[i] = y_new[i]
         n_accepted += 1
+        _log_op(op_log, op_count, OP_STEP, order, h, t_new)
         if n_cond > 0:
             # sign changes over EVENT_SAMPLES sub-intervals of the step, earliest first
             found = -1
@@ -512,6 +606,10 @@ def run_multistep(
             if not _record(t_new, y_new, f, rec_t, rec_y, rec_f, rec_count):
                 info[0], info[1], info[2], info[3] = t_new, h, -1, rec_t.size
                 return st.RECORD_FULL
+            _snapshot(op_log, snapshots, op_count, y_cur, table)
+        if _log_overflow(op_log, snapshots, op_count):
+            info[0], info[1], info[2], info[3] = t_new, h, -1, op_log.shape[0]
+            return st.RECORD_FULL
         while out_index < n_times and times[out_index] <= t_new:
             if times[out_index] == t_new:
                 y_out[out_index, :] = y_new
@@ -561,6 +659,6 @@ def run_multistep(
         order += delta
         factor = min(MAX_FACTOR, best)
         h *= factor
-        change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
+        _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
         n_equal_steps = 0
     return st.SUCCESS

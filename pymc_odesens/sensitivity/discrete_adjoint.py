@@ -1,0 +1,381 @@
+"""Discrete adjoint of a logged ``bdf`` run: the exact gradient of its steps.
+
+The forward run logs every operation on its history (see
+:mod:`pymc_odesens.solvers.multistep`: the initial table, each re-sampling for a
+new step size, each accepted step with its order and size) and snapshots the
+history every ``num_steps_between_checkpoints`` accepted steps. With the step
+sizes and orders held fixed, one step is linear in the history except for its
+corrector, whose solution ``y = y_pred + c f(t, y, p) - psi`` has the
+derivative ``(I - c J_y)^{-1}`` (implicit function theorem). The backward pass
+therefore needs no error control and no backward ODE: for each stretch between
+snapshots, last first, it
+
+1. replays the logged operations from the snapshot (the corrector by Newton
+   with the method's tolerance), keeping ``y`` and the factors of
+   ``I - c J_y(t, y)`` of each step of the stretch only;
+2. walks the stretch backwards, adding the cotangents of the outputs the steps
+   produced (the adjoints of the dense output), and propagating the cotangent
+   of the history through the table update, the corrector
+   (``w = (I - c J_y)^{-T} y_bar``, ``p_bar += c (df/dp)^T w``), the predictor
+   and the re-samplings.
+
+The result is the gradient of the computed solution (for the logged step
+sequence), which is what a sampler that uses the computed likelihood needs.
+Memory is the log (four numbers per operation), the snapshots and one
+stretch's states and factors.
+
+Only ``bdf`` runs are differentiated this way. The derivative of an ``adams``
+run of a stiff problem is unstable: error control keeps its steps at the edge
+of the method's stability region, where the linearised steps amplify, and on
+robertson at rtol 1e-8 the discrete gradient was off by a factor 1e6 (the
+continuous adjoint, which has its own error control, is not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from pymc_odesens.codegen.signature import KERNEL_TYPE
+from pymc_odesens.solvers import bdf_formula
+from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
+from pymc_odesens.solvers.difference_table import change_step_size, change_step_size_adjoint
+from pymc_odesens.solvers.error_norm import error_weights, weighted_rms_norm
+from pymc_odesens.solvers.multistep import (
+    LU_GAMMA_CHANGE,
+    NEWTON_TOLERANCE,
+    OP_RESAMPLE,
+    OP_STEP,
+)
+from pymc_odesens.solvers.newton import CONVERGED, factor_newton_matrix, newton_corrector
+
+__all__ = ["DISCRETE_ADJOINT_SIGNATURE", "discrete_adjoint_backward"]
+
+DISCRETE_ADJOINT_SIGNATURE = types.int64(
+    KERNEL_TYPE,  # rhs
+    KERNEL_TYPE,  # J_y
+    KERNEL_TYPE,  # vjp_y: J_y^T v
+    KERNEL_TYPE,  # vjp_p: (df/dp)^T v
+    types.float64[::1],  # p
+    types.float64[::1],  # output times (T,)
+    types.float64[:, ::1],  # cotangent (T, N)
+    types.float64[:, ::1],  # op_log (rows used: n_ops)
+    types.float64[:, ::1],  # snapshots (rows used: n_snapshots)
+    types.int64,  # n_ops
+    types.int64,  # n_snapshots
+    types.float64[::1],  # rtol (N,): the forward run's, for the replayed Newton iterations
+    types.float64[::1],  # atol (N,)
+    types.float64[::1],  # y0_bar (N,), written
+    types.float64[::1],  # p_bar (P,), written
+    types.int64[::1],  # stats of the replay
+    types.float64[::1],  # info
+)
+
+
+FULL_NEWTON_ITERATIONS = 20
+
+
+@njit(cache=True)
+def _full_newton(
+    rhs, jac, p, v, t_new, y_pred, c, psi, weights, jac_mat, lu, pivots, y, d, f, stats
+):
+    """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` with a fresh Jacobian each
+    iteration; True once a correction is below the Newton tolerance."""
+    n = y.size
+    for i in range(n):
+        y[i] = y_pred[i]
+        d[i] = 0.0
+    for _ in range(FULL_NEWTON_ITERATIONS):
+        rhs(t_new, y.ctypes, p.ctypes, v.ctypes, f.ctypes)
+        jac(t_new, y.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+        stats[st.N_RHS] += 1
+        stats[st.N_JAC] += 1
+        stats[st.N_NEWTON_ITERS] += 1
+        if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
+            return False
+        for i in range(n):
+            f[i] = c * f[i] - psi[i] - d[i]
+        lu_solve(lu, pivots, f, 0)
+        for i in range(n):
+            y[i] += f[i]
+            d[i] += f[i]
+        norm = weighted_rms_norm(f, weights, n)
+        if not np.isfinite(norm):
+            return False
+        if norm <= NEWTON_TOLERANCE:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _time_before(op_log, index):
+    """Time of the history just before log row ``index`` (the last step's end, or t0)."""
+    for k in range(index - 1, -1, -1):
+        if op_log[k, 0] != OP_RESAMPLE:
+            return op_log[k, 3]
+    return op_log[0, 3]
+
+
+@njit(cache=True)
+def _longest_stretch(op_log, snapshots, n_ops, n_snapshots):
+    longest = 0
+    for s in range(n_snapshots):
+        start = int(snapshots[s, 0])
+        end = int(snapshots[s + 1, 0]) if s + 1 < n_snapshots else n_ops
+        steps = 0
+        for k in range(start, end):
+            if op_log[k, 0] == OP_STEP:
+                steps += 1
+        longest = max(longest, steps)
+    return longest
+
+
+@njit(DISCRETE_ADJOINT_SIGNATURE, cache=True, nogil=True)
+def discrete_adjoint_backward(
+    rhs,
+    jac,
+    vjp_y,
+    vjp_p,
+    p,
+    times,
+    cotangent,
+    op_log,
+    snapshots,
+    n_ops,
+    n_snapshots,
+    rtol,
+    atol,
+    y0_bar,
+    p_bar,
+    stats,
+    info,
+):
+    """Cotangents of ``y0`` and ``p`` of a logged run, given ``cotangent[i] = dL/dy(t_i)``.
+
+    Returns a status of :mod:`pymc_odesens.solvers.status` (``NEWTON_FAILED``
+    if a replayed corrector does not converge even with a fresh Jacobian).
+    """
+    n = y0_bar.size
+    n_p = p_bar.size
+    rows = (snapshots.shape[1] - 1 - n) // n
+    n_times = times.size
+    longest = _longest_stretch(op_log, snapshots, n_ops, n_snapshots)
+
+    table = np.empty((rows, n))
+    table_bar = np.zeros((rows, n))
+    y_cur = np.empty(n)
+    y_cur_bar = np.zeros(n)
+    y_pred = np.empty(n)
+    psi = np.empty(n)
+    d = np.empty(n)
+    f = np.empty(n)
+    weights = np.empty(n)
+    block_work = np.empty((n, 1))
+    jac_mat = np.empty((n, n))
+    lu_fresh = np.empty((n, n))
+    piv_fresh = np.empty(n, dtype=np.int64)
+    rate = np.ones(1)
+    r_mat = np.empty((rows, rows))
+    u_mat = np.empty((rows, rows))
+    ru_mat = np.empty((rows, rows))
+    tmp = np.empty((rows, n))
+    work = np.empty(n)
+    v = np.zeros(1)
+    # one stretch: the state after each step, its factors, c and the time before it
+    seg_y = np.empty((max(longest, 1), n))
+    seg_lu = np.empty((max(longest, 1), n, n))
+    seg_piv = np.empty((max(longest, 1), n), dtype=np.int64)
+    seg_c = np.empty(max(longest, 1))
+    seg_t_before = np.empty(max(longest, 1))
+    # adjoint work
+    d_bar = np.empty(n)
+    w = np.empty(n)
+    y_pred_bar = np.empty(n)
+    psi_bar = np.empty(n)
+    grad_p = np.empty(max(n_p, 1))
+    eye = np.eye(rows)
+    zero_rows = np.zeros(rows)
+    poly = np.zeros(rows + 2)
+    dense_weights = np.empty(rows)
+
+    for i in range(n):
+        y0_bar[i] = 0.0
+    for i in range(n_p):
+        p_bar[i] = 0.0
+    out_index = n_times - 1
+
+    for s in range(n_snapshots - 1, -1, -1):
+        start = int(snapshots[s, 0])
+        end = int(snapshots[s + 1, 0]) if s + 1 < n_snapshots else n_ops
+        for i in range(n):
+            y_cur[i] = snapshots[s, 1 + i]
+        base = 1 + n
+        for j in range(rows):
+            for i in range(n):
+                table[j, i] = snapshots[s, base + j * n + i]
+        t = _time_before(op_log, start)
+
+        # 1. replay the stretch
+        m = 0
+        have_lu = False
+        c_lu = 0.0
+        for k in range(start, end):
+            kind = op_log[k, 0]
+            order = int(op_log[k, 1])
+            if kind == OP_RESAMPLE:
+                change_step_size(table, order, op_log[k, 2], r_mat, u_mat, ru_mat, tmp)
+                continue
+            h = op_log[k, 2]
+            t_new = op_log[k, 3]
+            c = bdf_formula.predict(table, order, h, y_cur, y_pred, psi)
+            error_weights(y_pred, y_pred, rtol, atol, n, weights)
+            converged = False
+            for attempt in range(2):
+                if attempt == 1 or not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE:
+                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+                    stats[st.N_JAC] += 1
+                    if not factor_newton_matrix(jac_mat, c, lu_fresh, piv_fresh, stats):
+                        continue
+                    lu_use = lu_fresh
+                    piv_use = piv_fresh
+                    c_use = c
+                    rate[0] = 1.0
+                else:
+                    # the factors at the previous step's solution (have_lu: m > 0)
+                    lu_use = seg_lu[m - 1]
+                    piv_use = seg_piv[m - 1]
+                    c_use = c_lu
+                outcome, _ = newton_corrector(
+                    rhs,
+                    p,
+                    v,
+                    t_new,
+                    y_pred,
+                    c,
+                    c_use,
+                    psi,
+                    lu_use,
+                    piv_use,
+                    weights,
+                    n,
+                    n,
+                    NEWTON_TOLERANCE,
+                    rate,
+                    seg_y[m],
+                    d,
+                    f,
+                    block_work,
+                    stats,
+                )
+                if outcome == CONVERGED:
+                    converged = True
+                    break
+            if not converged:
+                # the modified iteration diverged where the forward run's converged (its
+                # iterates and factors differed): Newton with a fresh J_y at each iterate
+                converged = _full_newton(
+                    rhs,
+                    jac,
+                    p,
+                    v,
+                    t_new,
+                    y_pred,
+                    c,
+                    psi,
+                    weights,
+                    jac_mat,
+                    lu_fresh,
+                    piv_fresh,
+                    seg_y[m],
+                    d,
+                    f,
+                    stats,
+                )
+            if not converged:
+                info[0], info[1], info[2], info[3] = t, h, -1, FULL_NEWTON_ITERATIONS
+                return st.NEWTON_FAILED
+            stats[st.N_STEPS] += 1
+            # the factors of I - c J_y at the solution: the backward pass's, and the
+            # next replayed step's Newton matrix
+            jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+            stats[st.N_JAC] += 1
+            if not factor_newton_matrix(jac_mat, c, seg_lu[m], seg_piv[m], stats):
+                info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
+                return st.NEWTON_FAILED
+            have_lu = True
+            c_lu = c
+            rate[0] = 1.0
+            seg_c[m] = c
+            seg_t_before[m] = t
+            bdf_formula.accept(table, order, d, c, work)
+            for i in range(n):
+                y_cur[i] = seg_y[m, i]
+            t = t_new
+            m += 1
+
+        # 2. backwards through the stretch
+        for k in range(end - 1, start - 1, -1):
+            kind = op_log[k, 0]
+            order = int(op_log[k, 1])
+            if kind == OP_RESAMPLE:
+                change_step_size_adjoint(table_bar, order, op_log[k, 2], r_mat, u_mat, ru_mat, tmp)
+                continue
+            m -= 1
+            h = op_log[k, 2]
+            t_new = op_log[k, 3]
+            c = seg_c[m]
+            # outputs this step produced: those in (t_before, t_new]
+            while out_index >= 0 and times[out_index] > seg_t_before[m]:
+                if times[out_index] == t_new:
+                    for i in range(n):
+                        y_cur_bar[i] += cotangent[out_index, i]
+                else:
+                    # the dense output is sum_j w_j table[j]: its weights are its value
+                    # for the identity table
+                    bdf_formula.dense_output(
+                        eye, order, t_new, h, zero_rows, times[out_index], poly, dense_weights
+                    )
+                    for j in range(rows):
+                        wj = dense_weights[j]
+                        if wj != 0.0:
+                            for i in range(n):
+                                table_bar[j, i] += wj * cotangent[out_index, i]
+                out_index -= 1
+            # table update and y_cur = y: cotangents of d and of y
+            bdf_formula.accept_adjoint(table_bar, order, c, d_bar)
+            # d = y - y_pred; y = y_pred + c f(y) - psi
+            for i in range(n):
+                w[i] = y_cur_bar[i] + d_bar[i]
+                y_cur_bar[i] = 0.0
+            lu_solve_transpose(seg_lu[m], seg_piv[m], w)
+            for i in range(n):
+                y_pred_bar[i] = w[i] - d_bar[i]
+                psi_bar[i] = -w[i]
+            if n_p > 0:
+                vjp_p(t_new, seg_y[m].ctypes, p.ctypes, w.ctypes, grad_p.ctypes)
+                for i in range(n_p):
+                    p_bar[i] += c * grad_p[i]
+            # the predictor read the history before the step
+            bdf_formula.predict_adjoint(table_bar, order, h, y_cur_bar, y_pred_bar, psi_bar)
+
+    # outputs at t0, and the initial table (y0 and h0 f(t0, y0))
+    while out_index >= 0:
+        for i in range(n):
+            y0_bar[i] += cotangent[out_index, i]
+        out_index -= 1
+    t0 = op_log[0, 3]  # the log starts with its OP_INIT row
+    h0 = op_log[0, 2]
+    for i in range(n):
+        y_cur[i] = snapshots[0, 1 + i]
+    for i in range(n):
+        y0_bar[i] += y_cur_bar[i] + table_bar[0, i]
+        w[i] = h0 * table_bar[1, i]
+    vjp_y(t0, y_cur.ctypes, p.ctypes, w.ctypes, work.ctypes)
+    for i in range(n):
+        y0_bar[i] += work[i]
+    if n_p > 0:
+        vjp_p(t0, y_cur.ctypes, p.ctypes, w.ctypes, grad_p.ctypes)
+        for i in range(n_p):
+            p_bar[i] += grad_p[i]
+    return st.SUCCESS
