@@ -27,7 +27,15 @@ from pymc_odesens.solvers import OdeSolverError, solve
 from pymc_odesens.solvers.integrate import EventLog
 from pymc_odesens.solvers.solve import prepare_problem
 
-__all__ = ["OdeSpec", "solve_states", "solve_forward", "solve_adjoint_forward", "adjoint_vjp"]
+__all__ = [
+    "OdeSpec",
+    "solve_states",
+    "solve_forward",
+    "solve_adjoint_forward",
+    "adjoint_vjp",
+    "solve_discrete_adjoint_forward",
+    "discrete_adjoint_vjp",
+]
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -190,14 +198,9 @@ def solve_forward(spec: OdeSpec, y0, params):
     return y, s_p, s_y0, failed
 
 
-def solve_adjoint_forward(spec: OdeSpec, y0, params):
-    """Forward phase of the adjoint.
-
-    Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
-    (padded: C is the largest count), the counts (E,), the event log (times
-    (E, K), event index and time position (E, K, 2), states before the events
-    (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
-    """
+def _adjoint_forward_each(spec: OdeSpec, y0, params) -> tuple[np.ndarray, list, np.ndarray]:
+    """``adjoint_forward`` for every experiment: ``y`` (E, T, N), the handles (None where
+    the solve failed) and ``failed`` (E,) int8."""
     n_e, n = spec.n_experiments, spec.system.n_states
     y = np.empty((n_e, spec.n_times, n))
     handles: list = [None] * n_e
@@ -220,6 +223,54 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
             failed[e] = 1
 
     _map(run, n_e)
+    return y, handles, failed
+
+
+def _backward_each(spec: OdeSpec, y0, params, failed, cotangent, checkpoints_of):
+    """``checkpoints_of(e, problem, controls).backward(cotangent[e])`` for every experiment
+    whose forward solve succeeded: ``(dL/dy0 (E, N), dL/dp (E, P))``, zero elsewhere."""
+    system = spec.system
+    n_e = spec.n_experiments
+    grad_y0 = np.zeros((n_e, system.n_states))
+    grad_p = np.zeros((n_e, system.n_params))
+    controls = resolve_adjoint_controls(system.n_states, **spec.controls)
+
+    def run(e):
+        if failed[e]:
+            return  # the proposal is rejected; zero gradient
+        problem = prepare_problem(
+            system,
+            _y0_row(spec, y0, e),
+            spec.times_of(e),
+            params[e],
+            spec.t0,
+            controls.forward_method,
+            controls.relative_tolerance_forward,
+            controls.absolute_tolerance_forward,
+            controls.max_num_steps,
+        )
+        try:
+            gradient = checkpoints_of(e, problem, controls).backward(cotangent[e])
+        except OdeSolverError as error:
+            _handle(spec, error, e)
+            return
+        grad_y0[e] = gradient.y0
+        grad_p[e] = gradient.params
+
+    _map(run, n_e)
+    return grad_y0, grad_p
+
+
+def solve_adjoint_forward(spec: OdeSpec, y0, params):
+    """Forward phase of the adjoint.
+
+    Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
+    (padded: C is the largest count), the counts (E,), the event log (times
+    (E, K), event index and time position (E, K, 2), states before the events
+    (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
+    """
+    n_e, n = spec.n_experiments, spec.system.n_states
+    y, handles, failed = _adjoint_forward_each(spec, y0, params)
     counts = np.array([0 if h is None else h.checkpoint_times.size for h in handles], np.int64)
     width = max(1, int(counts.max()))
     ckpt_t = np.full((n_e, width), np.nan)
@@ -255,26 +306,9 @@ def adjoint_vjp(
     """
     ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts = forward_outputs
     system = spec.system
-    n_e = spec.n_experiments
-    grad_y0 = np.zeros((n_e, system.n_states))
-    grad_p = np.zeros((n_e, system.n_params))
-    controls = resolve_adjoint_controls(system.n_states, **spec.controls)
 
-    def run(e):
-        if failed[e]:
-            return  # the proposal is rejected; zero gradient
-        problem = prepare_problem(
-            system,
-            _y0_row(spec, y0, e),
-            spec.times_of(e),
-            params[e],
-            spec.t0,
-            controls.forward_method,
-            controls.relative_tolerance_forward,
-            controls.absolute_tolerance_forward,
-            controls.max_num_steps,
-        )
-        checkpoints = AdjointCheckpoints(
+    def checkpoints_of(e, problem, controls):
+        return AdjointCheckpoints(
             t=problem.times,
             y=None,
             checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
@@ -293,13 +327,53 @@ def adjoint_vjp(
                 names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
             ),
         )
-        try:
-            gradient = checkpoints.backward(cotangent[e])
-        except OdeSolverError as error:
-            _handle(spec, error, e)
-            return
-        grad_y0[e] = gradient.y0
-        grad_p[e] = gradient.params
 
-    _map(run, n_e)
-    return grad_y0, grad_p
+    return _backward_each(spec, y0, params, failed, cotangent, checkpoints_of)
+
+
+def solve_discrete_adjoint_forward(spec: OdeSpec, y0, params):
+    """Forward phase of the discrete adjoint (``adjoint_method="discrete"``).
+
+    Returns ``y`` (E, T, N), the step logs (E, L, 4) and history snapshots
+    (E, C, W) (padded to the largest counts, at least 1), their counts (E, 2)
+    and ``failed`` (E,) int8.
+    """
+    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
+
+    n_e, n = spec.n_experiments, spec.system.n_states
+    y, handles, failed = _adjoint_forward_each(spec, y0, params)
+    counts = np.zeros((n_e, 2), dtype=np.int64)
+    for e, h in enumerate(handles):
+        if h is not None:
+            counts[e] = h.step_log.shape[0], h.snapshots.shape[0]
+    logs = np.zeros((n_e, max(1, int(counts[:, 0].max())), OP_WIDTH))
+    snapshots = np.zeros((n_e, max(1, int(counts[:, 1].max())), snapshot_width(BDF, n)))
+    for e, h in enumerate(handles):
+        if h is not None:
+            logs[e, : counts[e, 0]] = h.step_log
+            snapshots[e, : counts[e, 1]] = h.snapshots
+    return y, logs, snapshots, counts, failed
+
+
+def discrete_adjoint_vjp(
+    spec: OdeSpec, y0, params, forward_outputs, failed, cotangent
+) -> tuple[np.ndarray, np.ndarray]:
+    """Backward phase of the discrete adjoint, from the arrays of
+    :func:`solve_discrete_adjoint_forward` (between ``y`` and ``failed``)."""
+    logs, snapshots, counts = forward_outputs
+    n = spec.system.n_states
+
+    def checkpoints_of(e, problem, controls):
+        return AdjointCheckpoints(
+            t=problem.times,
+            y=None,
+            checkpoint_times=np.zeros(0),
+            checkpoint_states=np.zeros((0, n)),
+            controls=controls,
+            stats={},
+            problem=problem,
+            step_log=np.ascontiguousarray(logs[e, : counts[e, 0]]),
+            snapshots=np.ascontiguousarray(snapshots[e, : counts[e, 1]]),
+        )
+
+    return _backward_each(spec, y0, params, failed, cotangent, checkpoints_of)

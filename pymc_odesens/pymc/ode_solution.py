@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - older pytensor
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
-from pymc_odesens.pymc.ops import OdeAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.solvers.controls import METHODS, validate_times
 
@@ -115,12 +115,12 @@ def _experiment_count(sizes: dict) -> tuple[bool, int]:
 
 
 def _route_controls(route: str, method: str, controls: dict) -> dict:
-    adjoint_names = set(ADJOINT_DEFAULTS)
+    adjoint_names = set(ADJOINT_DEFAULTS) | {"adjoint_method"}
     unknown = set(controls) - adjoint_names - set(_SIMPLE_CONTROLS)
     if unknown:
         raise TypeError(
             f"unknown control(s) {sorted(unknown)}; accepted: {', '.join(_SIMPLE_CONTROLS)} "
-            f"and, with sensitivity='adjoint', {', '.join(ADJOINT_DEFAULTS)}"
+            f"and, with sensitivity='adjoint', {', '.join(ADJOINT_DEFAULTS)}, adjoint_method"
         )
     if route != "adjoint":
         extra = sorted(set(controls) - set(_SIMPLE_CONTROLS))
@@ -272,7 +272,10 @@ def ode_solution(
     )
     _check_controls(spec)
     _compile_route_kernels(spec)
-    op = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}[route](spec)
+    op_type = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}[route]
+    if route == "adjoint" and spec.controls.get("adjoint_method") == "discrete":
+        op_type = OdeDiscreteAdjointOp
+    op = op_type(spec)
     outputs = op(y0_m, params_m)
     y, failed = outputs[0], outputs[-1]
     if on_failure == "reject":
@@ -296,7 +299,11 @@ def _check_controls(spec: OdeSpec) -> None:
     from pymc_odesens.solvers.controls import resolve_controls
 
     if spec.route == "adjoint":
-        resolve_adjoint_controls(spec.system.n_states, **spec.controls)
+        from pymc_odesens.sensitivity.adjoint import check_discrete_adjoint
+
+        check_discrete_adjoint(
+            spec.system, resolve_adjoint_controls(spec.system.n_states, **spec.controls)
+        )
     else:
         resolve_controls(spec.method, spec.system.n_states, **spec.controls)
 

@@ -23,12 +23,21 @@ from pytensor.graph.op import Op
 from pymc_odesens.pymc.experiments import (
     OdeSpec,
     adjoint_vjp,
+    discrete_adjoint_vjp,
     solve_adjoint_forward,
+    solve_discrete_adjoint_forward,
     solve_forward,
     solve_states,
 )
 
-__all__ = ["OdeStatesOp", "OdeForwardOp", "OdeAdjointOp", "OdeAdjointVJPOp"]
+__all__ = [
+    "OdeStatesOp",
+    "OdeForwardOp",
+    "OdeAdjointOp",
+    "OdeAdjointVJPOp",
+    "OdeDiscreteAdjointOp",
+    "OdeDiscreteAdjointVJPOp",
+]
 
 
 def _check_only_solution_differentiated(output_grads) -> None:
@@ -130,35 +139,21 @@ class OdeForwardOp(_OdeOp):
         return [grad_y0, *grads]
 
 
-class OdeAdjointOp(_OdeOp):
-    """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, event_times,
-    event_ids, event_states, event_counts, failed)``.
+class _AdjointPhaseOp(_OdeOp):
+    """The forward phase of an adjoint: ``(y, *record, failed)``; its gradient is the
+    backward phase, an Op of type ``_vjp_op`` given the record.
 
-    The adjoint's forward phase. The checkpoints and the event log (times, event
-    index and time position, state before each event; all padded to the largest
-    count, at least one) are ordinary arrays, so that the backward phase needs
-    nothing else and the Op compiles in every PyTensor backend.
+    Subclasses define ``_vjp_op``, ``_record_types()`` (the types of the record's
+    outputs) and ``_solve(y0, params)`` (all outputs).
     """
 
     def make_node(self, y0, params):
-        s = self.spec
-        e, n = s.n_experiments, s.system.n_states
-        outputs = [
-            self._y_type(),
-            pt.tensor(dtype="float64", shape=(e, None)),
-            pt.tensor(dtype="float64", shape=(e, None, n)),
-            pt.tensor(dtype="int64", shape=(e,)),
-            pt.tensor(dtype="float64", shape=(e, None)),
-            pt.tensor(dtype="int64", shape=(e, None, 2)),
-            pt.tensor(dtype="float64", shape=(e, None, n)),
-            pt.tensor(dtype="int64", shape=(e,)),
-            self._failed_type(),
-        ]
+        outputs = [self._y_type(), *self._record_types(), self._failed_type()]
         return Apply(self, self._inputs(y0, params), outputs)
 
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
-        for storage, value in zip(outputs, solve_adjoint_forward(self.spec, y0, params)):
+        for storage, value in zip(outputs, self._solve(y0, params)):
             storage[0] = value
 
     def L_op(self, inputs, outputs, output_grads):
@@ -168,13 +163,13 @@ class OdeAdjointOp(_OdeOp):
         if isinstance(g_y.type, DisconnectedType):
             grads = [pt.zeros_like(params)]
             return grads if y0 is None else [pt.zeros_like(y0), *grads]
-        grad_y0, grad_p = OdeAdjointVJPOp(self.spec)(*inputs, *outputs[1:], g_y)
+        grad_y0, grad_p = self._vjp_op(self.spec)(*inputs, *outputs[1:], g_y)
         return [grad_p] if y0 is None else [grad_y0, grad_p]
 
 
-class OdeAdjointVJPOp(_OdeOp):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints and event log, ``failed``
-    and ``dL/dy``."""
+class _AdjointVJPBase(_OdeOp):
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, a forward phase's record, ``failed`` and
+    ``dL/dy``; subclasses define ``_vjp(y0, params, record, failed, cotangent)``."""
 
     def make_node(self, *inputs):
         s = self.spec
@@ -190,12 +185,73 @@ class OdeAdjointVJPOp(_OdeOp):
             y0, params, rest = None, inputs[0], inputs[1:]
         else:
             y0, params, rest = inputs[0], inputs[1], inputs[2:]
-        forward_outputs, failed, cotangent = rest[:-2], rest[-2], rest[-1]
-        grad_y0, grad_p = adjoint_vjp(
-            self.spec, y0, params, forward_outputs, failed, np.asarray(cotangent, float)
-        )
+        record, failed, cotangent = rest[:-2], rest[-2], rest[-1]
+        grad_y0, grad_p = self._vjp(y0, params, record, failed, np.asarray(cotangent, float))
         outputs[0][0] = grad_y0
         outputs[1][0] = grad_p
 
     def L_op(self, inputs, outputs, output_grads):
         raise NotImplementedError("second derivatives of adjoint gradients are not available")
+
+
+class OdeAdjointVJPOp(_AdjointVJPBase):
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints and event log, ``failed``
+    and ``dL/dy``."""
+
+    def _vjp(self, y0, params, record, failed, cotangent):
+        return adjoint_vjp(self.spec, y0, params, record, failed, cotangent)
+
+
+class OdeDiscreteAdjointVJPOp(_AdjointVJPBase):
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the step logs and snapshots, ``failed``
+    and ``dL/dy``."""
+
+    def _vjp(self, y0, params, record, failed, cotangent):
+        return discrete_adjoint_vjp(self.spec, y0, params, record, failed, cotangent)
+
+
+class OdeAdjointOp(_AdjointPhaseOp):
+    """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, event_times,
+    event_ids, event_states, event_counts, failed)``.
+
+    The adjoint's forward phase. The checkpoints and the event log (times, event
+    index and time position, state before each event; all padded to the largest
+    count, at least one) are ordinary arrays, so that the backward phase needs
+    nothing else and the Op compiles in every PyTensor backend.
+    """
+
+    _vjp_op = OdeAdjointVJPOp
+
+    def _record_types(self) -> list:
+        e, n = self.spec.n_experiments, self.spec.system.n_states
+        return [
+            pt.tensor(dtype="float64", shape=(e, None)),
+            pt.tensor(dtype="float64", shape=(e, None, n)),
+            pt.tensor(dtype="int64", shape=(e,)),
+            pt.tensor(dtype="float64", shape=(e, None)),
+            pt.tensor(dtype="int64", shape=(e, None, 2)),
+            pt.tensor(dtype="float64", shape=(e, None, n)),
+            pt.tensor(dtype="int64", shape=(e,)),
+        ]
+
+    def _solve(self, y0, params):
+        return solve_adjoint_forward(self.spec, y0, params)
+
+
+class OdeDiscreteAdjointOp(_AdjointPhaseOp):
+    """``(y, step_logs, snapshots, counts, failed)``: the forward phase of the discrete
+    adjoint (``adjoint_method="discrete"``), its step logs (E, L, 4) and history
+    snapshots (E, C, W) padded to the largest counts (E, 2)."""
+
+    _vjp_op = OdeDiscreteAdjointVJPOp
+
+    def _record_types(self) -> list:
+        e = self.spec.n_experiments
+        return [
+            pt.tensor(dtype="float64", shape=(e, None, None)),
+            pt.tensor(dtype="float64", shape=(e, None, None)),
+            pt.tensor(dtype="int64", shape=(e, 2)),
+        ]
+
+    def _solve(self, y0, params):
+        return solve_discrete_adjoint_forward(self.spec, y0, params)

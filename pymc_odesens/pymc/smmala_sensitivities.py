@@ -37,7 +37,7 @@ from pymc_odesens.pymc.experiments import (
     _placeholder_state,
     _y0_row,
 )
-from pymc_odesens.pymc.ops import OdeAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
 from pymc_odesens.sensitivity import solve_sensitivity
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.sensitivity.pbs_options import PBS_ALGORITHMS, PbsOptions
@@ -52,7 +52,7 @@ __all__ = [
     "with_sensitivity_route",
 ]
 
-ODE_OPS = (OdeStatesOp, OdeForwardOp, OdeAdjointOp)
+ODE_OPS = (OdeStatesOp, OdeForwardOp, OdeAdjointOp, OdeDiscreteAdjointOp)
 """The Ops of :func:`pymc_odesens.ode_solution` whose solution a route Op replaces."""
 
 

@@ -326,17 +326,7 @@ def adjoint_forward(
     rtol = np.full(n, ctl.relative_tolerance_forward)
     event_kernels = compile_event_kernels(system)
     if ctl.adjoint_method == "discrete":
-        if event_kernels is not None:
-            raise ValueError(
-                "adjoint_method='discrete' does not support systems with events; use "
-                "adjoint_method='continuous' (the default), which does"
-            )
-        if ctl.forward_method != "bdf":
-            raise ValueError(
-                "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
-                f"{ctl.forward_method!r} (the linearised steps of adams are unstable on stiff "
-                "problems; use adjoint_method='continuous' with adams)"
-            )
+        check_discrete_adjoint(system, ctl)
         return _discrete_forward(problem, ctl, params_arr, rtol)
     event_arguments = hybrid_event_arguments(
         event_kernels,
@@ -416,6 +406,24 @@ def adjoint_forward(
         problem=problem,
         events=events,
     )
+
+
+def check_discrete_adjoint(system: OdeSystem, controls: AdjointControls) -> None:
+    """Raise ValueError if ``adjoint_method="discrete"`` cannot serve ``system`` with
+    ``controls`` (events, or a forward solver other than ``bdf``)."""
+    if controls.adjoint_method != "discrete":
+        return
+    if system.events:
+        raise ValueError(
+            "adjoint_method='discrete' does not support systems with events; use "
+            "adjoint_method='continuous' (the default), which does"
+        )
+    if controls.forward_method != "bdf":
+        raise ValueError(
+            "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
+            f"{controls.forward_method!r} (the linearised steps of adams are unstable on stiff "
+            "problems; use adjoint_method='continuous' with adams)"
+        )
 
 
 def _discrete_forward(
