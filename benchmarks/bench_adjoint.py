@@ -18,7 +18,8 @@ reference gradient ``einsum(data - y_truth, S_truth)`` from the truth file.
    - forward: ``solve_sensitivity(method="bdf")``, then ``einsum`` with the cotangent;
    - adjoint: ``adjoint_forward`` (checkpoints) then ``.backward(data - y)`` (Hermite,
      ``bdf`` forward and backward, 150 steps between checkpoints), both phases also timed
-     on their own; and the same with the backward solve by ``adams``;
+     on their own; the same with the backward solve by ``adams``; and the discrete adjoint
+     (``adjoint_method="discrete"``: forward ``bdf`` run, replayed and differentiated);
    - AMICI (CVODES): adjoint gradient of the same log-likelihood, and forward
      sensitivities for context.
    Step counts of every phase and the error of every gradient (relative: ``max_k |err_k| /
@@ -33,8 +34,9 @@ reference gradient ``einsum(data - y_truth, S_truth)`` from the truth file.
    lotka_volterra; T = 61, 7 = every 10th, 2 = first and last output time).
 4. The random linear system of the PBS paper (``random_linear.py``; n = N = P, seed fixed)
    with T = 61 and T = 2 output times on [0, 10], bdf at 1e-6 / 1e-8: the plain solve, the
-   forward-sensitivity gradient and the adjoint gradient, each size in its own subprocess
-   (``random_linear_child.py``), with log-log fits of time against n.
+   forward-sensitivity gradient and the continuous and discrete adjoint gradients, each
+   size in its own subprocess (``random_linear_child.py``), with log-log fits of time
+   against n.
 """
 
 from __future__ import annotations
