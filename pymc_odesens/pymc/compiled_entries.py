@@ -17,14 +17,25 @@ from __future__ import annotations
 from numba import cfunc
 
 from pymc_odesens.sensitivity.adjoint_backward import BACKWARD_SIGNATURE, backward_pass
+from pymc_odesens.sensitivity.discrete_adjoint import (
+    DISCRETE_ADJOINT_SIGNATURE,
+    discrete_adjoint_backward,
+)
 from pymc_odesens.solvers.hybrid import (
     EXPLICIT_SCHEDULE_SIGNATURE,
     HYBRID_SIGNATURE,
     explicit_schedule,
     integrate_hybrid,
 )
+from pymc_odesens.solvers.multistep import MULTISTEP_SIGNATURE, run_multistep
 
-__all__ = ["integrate_hybrid_entry", "explicit_schedule_entry", "backward_pass_entry"]
+__all__ = [
+    "integrate_hybrid_entry",
+    "explicit_schedule_entry",
+    "backward_pass_entry",
+    "run_multistep_entry",
+    "discrete_adjoint_entry",
+]
 
 
 @cfunc(HYBRID_SIGNATURE, cache=True)
@@ -175,5 +186,116 @@ def backward_pass_entry(
         z,
         stats_forward,
         stats_backward,
+        info,
+    )
+
+
+@cfunc(MULTISTEP_SIGNATURE, cache=True)
+def run_multistep_entry(
+    family,
+    rhs,
+    jac,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_lu,
+    n_err,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    op_log,
+    snapshots,
+    op_count,
+    events,
+    directions,
+    g_zero,
+    t_stop,
+    event_out,
+    z_event,
+    y_out,
+    stats,
+    info,
+):
+    """:func:`pymc_odesens.solvers.multistep.run_multistep` behind a C address."""
+    return run_multistep(
+        family,
+        rhs,
+        jac,
+        t0,
+        y0,
+        p,
+        times,
+        rtol,
+        atol,
+        max_num_steps,
+        n_state,
+        n_lu,
+        n_err,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
+        op_log,
+        snapshots,
+        op_count,
+        events,
+        directions,
+        g_zero,
+        t_stop,
+        event_out,
+        z_event,
+        y_out,
+        stats,
+        info,
+    )
+
+
+@cfunc(DISCRETE_ADJOINT_SIGNATURE, cache=True)
+def discrete_adjoint_entry(
+    rhs,
+    jac,
+    vjp_y,
+    vjp_p,
+    p,
+    times,
+    cotangent,
+    op_log,
+    snapshots,
+    n_ops,
+    n_snapshots,
+    rtol,
+    atol,
+    y0_bar,
+    p_bar,
+    stats,
+    info,
+):
+    """:func:`pymc_odesens.sensitivity.discrete_adjoint.discrete_adjoint_backward` behind a
+    C address."""
+    return discrete_adjoint_backward(
+        rhs,
+        jac,
+        vjp_y,
+        vjp_p,
+        p,
+        times,
+        cotangent,
+        op_log,
+        snapshots,
+        n_ops,
+        n_snapshots,
+        rtol,
+        atol,
+        y0_bar,
+        p_bar,
+        stats,
         info,
     )

@@ -35,7 +35,14 @@ from pymc_odesens.codegen import (
 from pymc_odesens.codegen.kernels import compile_sensitivity_kernel
 from pymc_odesens.pymc.experiments import OdeSpec
 from pymc_odesens.pymc.failures import record_failure
-from pymc_odesens.pymc.ops import OdeAdjointOp, OdeAdjointVJPOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.ops import (
+    OdeAdjointOp,
+    OdeAdjointVJPOp,
+    OdeDiscreteAdjointOp,
+    OdeDiscreteAdjointVJPOp,
+    OdeForwardOp,
+    OdeStatesOp,
+)
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
@@ -123,6 +130,20 @@ def _event_tables(spec: OdeSpec, jump, fallback):
 @numba.njit(cache=True)
 def _params_or_dummy(params_row):
     return params_row if params_row.size else np.zeros(1)
+
+
+@numba.njit
+def _add_initial_state_path(init_jac, t0, params, y0_bar, grad_p, jac0, unused):
+    """``grad_p += (dy0/dp)^T y0_bar`` for an initial state ``y0(p)`` (``jac0``: work, P x N)."""
+    p, n = grad_p.size, jac0.size // max(grad_p.size, 1)
+    if p == 0:
+        return
+    init_jac(t0, unused.ctypes, params.ctypes, unused.ctypes, jac0.ctypes)
+    for k in range(p):
+        acc = 0.0
+        for i in range(n):
+            acc += jac0[k * n + i] * y0_bar[i]
+        grad_p[k] += acc
 
 
 def _wrap(core, y0_from_system):
@@ -641,13 +662,8 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                 grad_y0[e, i] = z[i]
             for k in range(p):
                 grad_p[e, k] = z[n + k]
-            if from_system and p > 0:
-                init_jac(t0, unused.ctypes, pe.ctypes, unused.ctypes, jac0.ctypes)
-                for k in range(p):
-                    acc = 0.0
-                    for i in range(n):
-                        acc += jac0[k * n + i] * z[i]
-                    grad_p[e, k] += acc
+            if from_system:
+                _add_initial_state_path(init_jac, t0, pe, z, grad_p[e], jac0, unused)
         return grad_y0, grad_p
 
     if from_system:
@@ -665,5 +681,217 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     @numba.njit
     def vjp(y0, params, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed, cotangent):
         return core(params, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed, cotangent)
+
+    return vjp
+
+
+@numba_funcify.register(OdeDiscreteAdjointOp)
+def _funcify_discrete_adjoint_forward(op, node=None, **kwargs):
+    from pymc_odesens.pymc.compiled_entries import run_multistep_entry as run_multistep
+    from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
+    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
+
+    spec = op.spec
+    system = spec.system
+    n, n_e, n_t = system.n_states, spec.n_experiments, spec.n_times
+    kernels, times, init_state, _ = _common(spec)
+    controls = resolve_adjoint_controls(n, **spec.controls)
+    rhs, jac = kernels.rhs, kernels.jac_y
+    rtol = np.full(n, controls.relative_tolerance_forward)
+    atol = controls.absolute_tolerance_forward
+    steps = controls.max_num_steps
+    every = controls.num_steps_between_checkpoints
+    width = snapshot_width(BDF, n)
+    t0 = spec.t0
+    from_system = spec.y0_from_system
+    raise_on_failure = spec.on_failure == "raise"
+    key = _register(spec)
+    callback = _failure_callback
+
+    @numba.njit
+    def core(y0, params):
+        y = np.empty((n_e, n_t, n))
+        failed = np.zeros(n_e, dtype=np.int8)
+        counts = np.zeros((n_e, 2), dtype=np.int64)
+        log_capacity = 1024
+        snap_capacity = 64
+        logs = np.zeros((n_e, log_capacity, OP_WIDTH))
+        snaps = np.zeros((n_e, snap_capacity, width))
+        y_start = np.zeros(n)
+        stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
+        info = np.zeros(st.INFO_SIZE)
+        rec_count = np.zeros(1, dtype=np.int64)
+        op_count = np.zeros(2, dtype=np.int64)
+        unused = np.zeros(1)
+        no_rows = np.zeros((0, 0))
+        no_directions = np.zeros(0, dtype=np.int64)
+        no_values = np.zeros(0)
+        event_out = np.zeros(EVENT_OUT_SIZE)
+        out = np.empty((n_t, n))
+        rtol_w, atol_w = rtol.copy(), atol.copy()
+        for e in range(n_e):
+            pe = _params_or_dummy(np.ascontiguousarray(params[e]))
+            times_e = times[e].copy()
+            if from_system:
+                init_state(t0, unused.ctypes, pe.ctypes, unused.ctypes, y_start.ctypes)
+            else:
+                for i in range(n):
+                    y_start[i] = y0[e, i]
+            while True:
+                code = run_multistep(
+                    BDF,
+                    rhs,
+                    jac,
+                    t0,
+                    y_start.copy(),
+                    pe,
+                    times_e,
+                    rtol_w,
+                    atol_w,
+                    steps,
+                    n,
+                    n,
+                    n,
+                    every,
+                    np.zeros(snap_capacity),
+                    np.zeros((snap_capacity, 0)),
+                    no_rows,
+                    rec_count,
+                    logs[e],
+                    snaps[e],
+                    op_count,
+                    rhs,
+                    no_directions,
+                    no_values,
+                    np.inf,
+                    event_out,
+                    no_values,
+                    out,
+                    stats,
+                    info,
+                )
+                if code != st.RECORD_FULL:
+                    break
+                # explicit loops (not slice assignments): numba compiles them fast
+                if op_count[0] > log_capacity:
+                    grown_log = np.zeros((n_e, 4 * log_capacity, OP_WIDTH))
+                    for a in range(n_e):
+                        for b in range(log_capacity):
+                            for c in range(OP_WIDTH):
+                                grown_log[a, b, c] = logs[a, b, c]
+                    logs, log_capacity = grown_log, 4 * log_capacity
+                else:
+                    grown_snap = np.zeros((n_e, 4 * snap_capacity, width))
+                    for a in range(n_e):
+                        for b in range(snap_capacity):
+                            for c in range(width):
+                                grown_snap[a, b, c] = snaps[a, b, c]
+                    snaps, snap_capacity = grown_snap, 4 * snap_capacity
+            if code != 0:
+                callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 0)
+                if raise_on_failure:
+                    raise RuntimeError("pymc_odesens: ODE solve failed (see the warning)")
+                failed[e] = 1
+                for t in range(n_t):
+                    for i in range(n):
+                        y[e, t, i] = y_start[i]
+                continue
+            counts[e, 0] = op_count[0]
+            counts[e, 1] = op_count[1]
+            for t in range(n_t):
+                for i in range(n):
+                    y[e, t, i] = out[t, i]
+        n_log = max(1, counts[:, 0].max())
+        n_snap = max(1, counts[:, 1].max())
+        logs_out = np.zeros((n_e, n_log, OP_WIDTH))
+        snaps_out = np.zeros((n_e, n_snap, width))
+        for a in range(n_e):
+            for b in range(counts[a, 0]):
+                for c in range(OP_WIDTH):
+                    logs_out[a, b, c] = logs[a, b, c]
+            for b in range(counts[a, 1]):
+                for c in range(width):
+                    snaps_out[a, b, c] = snaps[a, b, c]
+        return y, logs_out, snaps_out, counts, failed
+
+    return _wrap(core, spec.y0_from_system)
+
+
+@numba_funcify.register(OdeDiscreteAdjointVJPOp)
+def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
+    from pymc_odesens.pymc.compiled_entries import discrete_adjoint_entry as discrete_adjoint
+
+    spec = op.spec
+    system = spec.system
+    n, p, n_e = system.n_states, system.n_params, spec.n_experiments
+    kernels, times, _, init_jac = _common(spec)
+    controls = resolve_adjoint_controls(n, **spec.controls)
+    rhs, jac, vjp_y, vjp_p = kernels.rhs, kernels.jac_y, kernels.vjp_y, kernels.vjp_p
+    rtol = np.full(n, controls.relative_tolerance_forward)
+    atol = controls.absolute_tolerance_forward
+    t0 = spec.t0
+    from_system = spec.y0_from_system
+    raise_on_failure = spec.on_failure == "raise"
+    key = _register(spec)
+    callback = _failure_callback
+
+    @numba.njit
+    def core(params, logs, snaps, counts, failed, cotangent):
+        grad_y0 = np.zeros((n_e, n))
+        grad_p = np.zeros((n_e, p))
+        y0_bar = np.zeros(n)
+        p_bar = np.zeros(p)
+        stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
+        info = np.zeros(st.INFO_SIZE)
+        unused = np.zeros(1)
+        jac0 = np.zeros(max(p, 1) * n)
+        rtol_w, atol_w = rtol.copy(), atol.copy()
+        for e in range(n_e):
+            if failed[e]:
+                continue
+            pe = _params_or_dummy(np.ascontiguousarray(params[e]))
+            code = discrete_adjoint(
+                rhs,
+                jac,
+                vjp_y,
+                vjp_p,
+                pe,
+                times[e].copy(),
+                np.ascontiguousarray(cotangent[e]),
+                np.ascontiguousarray(logs[e, : counts[e, 0]]),
+                np.ascontiguousarray(snaps[e, : counts[e, 1]]),
+                counts[e, 0],
+                counts[e, 1],
+                rtol_w,
+                atol_w,
+                y0_bar,
+                p_bar,
+                stats,
+                info,
+            )
+            if code != 0:
+                callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 1)
+                if raise_on_failure:
+                    raise RuntimeError("pymc_odesens: adjoint solve failed (see the warning)")
+                continue
+            for i in range(n):
+                grad_y0[e, i] = y0_bar[i]
+            for k in range(p):
+                grad_p[e, k] = p_bar[k]
+            if from_system:
+                _add_initial_state_path(init_jac, t0, pe, y0_bar, grad_p[e], jac0, unused)
+        return grad_y0, grad_p
+
+    if from_system:
+
+        @numba.njit
+        def vjp_params(params, logs, snaps, counts, failed, cotangent):
+            return core(params, logs, snaps, counts, failed, cotangent)
+
+        return vjp_params
+
+    @numba.njit
+    def vjp(y0, params, logs, snaps, counts, failed, cotangent):
+        return core(params, logs, snaps, counts, failed, cotangent)
 
     return vjp

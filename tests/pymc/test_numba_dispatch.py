@@ -68,7 +68,11 @@ def test_numba_mode_batches_and_initial_state_from_parameters():
         initial_state=lambda p: [p[1] ** 2],
     )
     params = pt.dmatrix("params")
-    for route in ("forward", "adjoint"):
+    for route, extra in (
+        ("forward", {}),
+        ("adjoint", {}),
+        ("adjoint", {"adjoint_method": "discrete"}),
+    ):
         y = ode_solution(
             system,
             None,
@@ -78,6 +82,7 @@ def test_numba_mode_batches_and_initial_state_from_parameters():
             on_failure="raise",
             relative_tolerance=1e-10,
             absolute_tolerance=1e-12,
+            **extra,
         )
         grad = pytensor.grad(y.sum(), params)
         value = np.array([[0.7, 1.5], [0.2, 0.5]])
@@ -110,7 +115,7 @@ def test_numba_mode_failure_is_rejected_and_counted():
     importlib.util.find_spec("nutpie") is None,
     reason="nutpie is not installed (pip install nutpie; it is in the test extra)",
 )
-@pytest.mark.parametrize("route", ["forward", "adjoint"])
+@pytest.mark.parametrize("route", ["forward", "adjoint", "discrete adjoint"])
 def test_nutpie_samples_the_oscillator(oscillator, route):
     times = np.arange(1.0, 11.0)
     truth = solve(
@@ -132,9 +137,10 @@ def test_nutpie_samples_the_oscillator(oscillator, route):
             y0,
             times,
             [theta],
-            sensitivity=route,
+            sensitivity=route.split()[-1],
             relative_tolerance=1e-8,
             absolute_tolerance=1e-8,
+            **({"adjoint_method": "discrete"} if route == "discrete adjoint" else {}),
         )
         pm.Normal("obs", mu, sigma, observed=data)
         idata = pm.sample(
