@@ -261,16 +261,9 @@ def _backward_each(spec: OdeSpec, y0, params, failed, cotangent, checkpoints_of)
     return grad_y0, grad_p
 
 
-def solve_adjoint_forward(spec: OdeSpec, y0, params):
-    """Forward phase of the adjoint.
-
-    Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
-    (padded: C is the largest count), the counts (E,), the event log (times
-    (E, K), event index and time position (E, K, 2), states before the events
-    (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
-    """
+def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
+    """The checkpoints and event logs of the forward phases, padded into arrays."""
     n_e, n = spec.n_experiments, spec.system.n_states
-    y, handles, failed = _adjoint_forward_each(spec, y0, params)
     counts = np.array([0 if h is None else h.checkpoint_times.size for h in handles], np.int64)
     width = max(1, int(counts.max()))
     ckpt_t = np.full((n_e, width), np.nan)
@@ -292,7 +285,44 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
             ev_id[e, :m, 0] = log.index
             ev_id[e, :m, 1] = log.slot
             ev_y[e, :m] = log.before
-    return y, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed
+    return ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts
+
+
+def _checkpoints_from_arrays(spec: OdeSpec, arrays, e: int, problem, controls):
+    """The :class:`AdjointCheckpoints` of experiment ``e`` from :func:`_record_arrays`."""
+    ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts = arrays
+    system = spec.system
+    return AdjointCheckpoints(
+        t=problem.times,
+        y=None,
+        checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
+        checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e]]),
+        controls=controls,
+        # the forward pass took at most this many steps (sizes the re-integration buffer)
+        stats={"n_steps": controls.num_steps_between_checkpoints * int(counts[e])},
+        problem=problem,
+        events=None
+        if not system.events
+        else EventLog(
+            times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
+            index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
+            slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
+            before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
+            names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
+        ),
+    )
+
+
+def solve_adjoint_forward(spec: OdeSpec, y0, params):
+    """Forward phase of the adjoint.
+
+    Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
+    (padded: C is the largest count), the counts (E,), the event log (times
+    (E, K), event index and time position (E, K, 2), states before the events
+    (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
+    """
+    y, handles, failed = _adjoint_forward_each(spec, y0, params)
+    return (y, *_record_arrays(spec, handles), failed)
 
 
 def adjoint_vjp(
@@ -304,29 +334,9 @@ def adjoint_vjp(
     :func:`solve_adjoint_forward` (everything between ``y`` and ``failed``);
     experiments whose forward solve failed get zero gradients.
     """
-    ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts = forward_outputs
-    system = spec.system
 
     def checkpoints_of(e, problem, controls):
-        return AdjointCheckpoints(
-            t=problem.times,
-            y=None,
-            checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
-            checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e]]),
-            controls=controls,
-            # the forward pass took at most this many steps (sizes the re-integration buffer)
-            stats={"n_steps": controls.num_steps_between_checkpoints * int(counts[e])},
-            problem=problem,
-            events=None
-            if not system.events
-            else EventLog(
-                times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
-                index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
-                slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
-                before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
-                names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
-            ),
-        )
+        return _checkpoints_from_arrays(spec, forward_outputs, e, problem, controls)
 
     return _backward_each(spec, y0, params, failed, cotangent, checkpoints_of)
 
@@ -334,9 +344,9 @@ def adjoint_vjp(
 def solve_discrete_adjoint_forward(spec: OdeSpec, y0, params):
     """Forward phase of the discrete adjoint (``adjoint_method="discrete"``).
 
-    Returns ``y`` (E, T, N), the step logs (E, L, 4) and history snapshots
-    (E, C, W) (padded to the largest counts, at least 1), their counts (E, 2)
-    and ``failed`` (E,) int8.
+    Returns the outputs of :func:`solve_adjoint_forward` with, before ``failed``,
+    the step logs (E, L, 4) and history snapshots (E, S, W) (padded to the largest
+    counts, at least 1) and their counts (E, 2).
     """
     from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
@@ -352,7 +362,7 @@ def solve_discrete_adjoint_forward(spec: OdeSpec, y0, params):
         if h is not None:
             logs[e, : counts[e, 0]] = h.step_log
             snapshots[e, : counts[e, 1]] = h.snapshots
-    return y, logs, snapshots, counts, failed
+    return (y, *_record_arrays(spec, handles), logs, snapshots, counts, failed)
 
 
 def discrete_adjoint_vjp(
@@ -360,20 +370,12 @@ def discrete_adjoint_vjp(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Backward phase of the discrete adjoint, from the arrays of
     :func:`solve_discrete_adjoint_forward` (between ``y`` and ``failed``)."""
-    logs, snapshots, counts = forward_outputs
-    n = spec.system.n_states
+    arrays, (logs, snapshots, counts) = forward_outputs[:-3], forward_outputs[-3:]
 
     def checkpoints_of(e, problem, controls):
-        return AdjointCheckpoints(
-            t=problem.times,
-            y=None,
-            checkpoint_times=np.zeros(0),
-            checkpoint_states=np.zeros((0, n)),
-            controls=controls,
-            stats={},
-            problem=problem,
-            step_log=np.ascontiguousarray(logs[e, : counts[e, 0]]),
-            snapshots=np.ascontiguousarray(snapshots[e, : counts[e, 1]]),
-        )
+        checkpoints = _checkpoints_from_arrays(spec, arrays, e, problem, controls)
+        checkpoints.step_log = np.ascontiguousarray(logs[e, : counts[e, 0]])
+        checkpoints.snapshots = np.ascontiguousarray(snapshots[e, : counts[e, 1]])
+        return checkpoints
 
     return _backward_each(spec, y0, params, failed, cotangent, checkpoints_of)

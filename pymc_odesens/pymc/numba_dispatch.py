@@ -47,6 +47,7 @@ from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
+from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
 __all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD"]
 
@@ -235,6 +236,8 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
         stop_slot = np.zeros(n_slots, dtype=np.int64)
         no_record_t = np.zeros(0)
         no_rows = np.zeros((0, 0))
+        no_log = np.zeros((0, OP_WIDTH))
+        no_log_count = np.zeros(2, dtype=np.int64)
         count = np.zeros(1, dtype=np.int64)
         ev_count = np.zeros(1, dtype=np.int64)
         for e in range(n_e):
@@ -292,6 +295,9 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
                         no_rows,
                         no_rows,
                         count,
+                        no_log,
+                        no_rows,
+                        no_log_count,
                         ev_t,
                         ev_index,
                         ev_slot,
@@ -362,7 +368,9 @@ def _adjoint_setup(spec: OdeSpec):
 
 
 @numba_funcify.register(OdeAdjointOp)
+@numba_funcify.register(OdeDiscreteAdjointOp)
 def _funcify_adjoint_forward(op, node=None, **kwargs):
+    """The forward phase of both adjoints; the discrete one also returns its step logs."""
     from pymc_odesens.pymc.compiled_entries import (
         explicit_schedule_entry as explicit_schedule,
     )
@@ -399,6 +407,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     raise_on_failure = spec.on_failure == "raise"
     key = _register(spec)
     callback = _failure_callback
+    discrete = isinstance(op, OdeDiscreteAdjointOp)
+    snap_width = snapshot_width(BDF, n)
 
     @numba.njit
     def core(y0, params):
@@ -406,8 +416,14 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
         failed = np.zeros(n_e, dtype=np.int8)
         counts = np.zeros(n_e, dtype=np.int64)
         ev_counts = np.zeros(n_e, dtype=np.int64)
+        log_counts = np.zeros((n_e, 2), dtype=np.int64)
         capacity = 64
         ev_capacity = 16 + 2 * n_slots
+        # the discrete adjoint's step logs and history snapshots (one per checkpoint)
+        log_capacity = 1024 if discrete else 0
+        logs = np.zeros((n_e, log_capacity, OP_WIDTH))
+        snaps = np.zeros((n_e, capacity if discrete else 0, snap_width))
+        op_count = np.zeros(2, dtype=np.int64)
         ckpt_t = np.full((n_e, capacity), np.nan)
         ckpt_y = np.zeros((n_e, capacity, n))
         ev_t = np.full((n_e, ev_capacity), np.nan)
@@ -471,6 +487,9 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                         ckpt_y[e],
                         no_rows,
                         count,
+                        logs[e],
+                        snaps[e],
+                        op_count,
                         ev_t[e],
                         ev_index[e],
                         ev_slot[e],
@@ -497,7 +516,21 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                                     grown_ey[a, b, i] = ev_y[a, b, i]
                         ev_t, ev_index, ev_slot, ev_y = grown_et, grown_ei, grown_es, grown_ey
                         ev_capacity *= 4
+                    elif discrete and op_count[0] >= log_capacity - 1:
+                        grown_log = np.zeros((n_e, 4 * log_capacity, OP_WIDTH))
+                        for a in range(n_e):
+                            for b in range(log_capacity):
+                                for c in range(OP_WIDTH):
+                                    grown_log[a, b, c] = logs[a, b, c]
+                        logs, log_capacity = grown_log, 4 * log_capacity
                     else:
+                        if discrete:
+                            grown_snap = np.zeros((n_e, 4 * capacity, snap_width))
+                            for a in range(n_e):
+                                for b in range(capacity):
+                                    for c in range(snap_width):
+                                        grown_snap[a, b, c] = snaps[a, b, c]
+                            snaps = grown_snap
                         grown_t = np.full((n_e, 4 * capacity), np.nan)
                         grown_y = np.zeros((n_e, 4 * capacity, n))
                         for a in range(n_e):
@@ -517,6 +550,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 continue
             counts[e] = count[0]
             ev_counts[e] = ev_count[0]
+            log_counts[e, 0] = op_count[0]
+            log_counts[e, 1] = op_count[1]
             for t in range(n_t):
                 for i in range(n):
                     y[e, t, i] = out[t, i]
@@ -538,9 +573,35 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 ev_id[a, b, 1] = ev_slot[a, b]
                 for i in range(n):
                     ev_y_out[a, b, i] = ev_y[a, b, i]
-        return y, ckpt_t_out, ckpt_y_out, counts, ev_t_out, ev_id, ev_y_out, ev_counts, failed
+        n_log = max(1, log_counts[:, 0].max())
+        n_snap = max(1, log_counts[:, 1].max())
+        logs_out = np.zeros((n_e, n_log, OP_WIDTH))
+        snaps_out = np.zeros((n_e, n_snap, snap_width))
+        for a in range(n_e):
+            for b in range(log_counts[a, 0]):
+                for c in range(OP_WIDTH):
+                    logs_out[a, b, c] = logs[a, b, c]
+            for b in range(log_counts[a, 1]):
+                for c in range(snap_width):
+                    snaps_out[a, b, c] = snaps[a, b, c]
+        record = (ckpt_t_out, ckpt_y_out, counts, ev_t_out, ev_id, ev_y_out, ev_counts)
+        return y, record, (logs_out, snaps_out, log_counts), failed
 
-    return _wrap(core, spec.y0_from_system)
+    if discrete:
+
+        @numba.njit
+        def with_logs(y0, params):
+            y, record, logged, failed = core(y0, params)
+            return (y, *record, *logged, failed)
+
+        return _wrap(with_logs, spec.y0_from_system)
+
+    @numba.njit
+    def without_logs(y0, params):
+        y, record, _, failed = core(y0, params)
+        return (y, *record, failed)
+
+    return _wrap(without_logs, spec.y0_from_system)
 
 
 @numba_funcify.register(OdeAdjointVJPOp)
@@ -685,138 +746,6 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     return vjp
 
 
-@numba_funcify.register(OdeDiscreteAdjointOp)
-def _funcify_discrete_adjoint_forward(op, node=None, **kwargs):
-    from pymc_odesens.pymc.compiled_entries import run_multistep_entry as run_multistep
-    from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
-    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
-
-    spec = op.spec
-    system = spec.system
-    n, n_e, n_t = system.n_states, spec.n_experiments, spec.n_times
-    kernels, times, init_state, _ = _common(spec)
-    controls = resolve_adjoint_controls(n, **spec.controls)
-    rhs, jac = kernels.rhs, kernels.jac_y
-    rtol = np.full(n, controls.relative_tolerance_forward)
-    atol = controls.absolute_tolerance_forward
-    steps = controls.max_num_steps
-    every = controls.num_steps_between_checkpoints
-    width = snapshot_width(BDF, n)
-    t0 = spec.t0
-    from_system = spec.y0_from_system
-    raise_on_failure = spec.on_failure == "raise"
-    key = _register(spec)
-    callback = _failure_callback
-
-    @numba.njit
-    def core(y0, params):
-        y = np.empty((n_e, n_t, n))
-        failed = np.zeros(n_e, dtype=np.int8)
-        counts = np.zeros((n_e, 2), dtype=np.int64)
-        log_capacity = 1024
-        snap_capacity = 64
-        logs = np.zeros((n_e, log_capacity, OP_WIDTH))
-        snaps = np.zeros((n_e, snap_capacity, width))
-        y_start = np.zeros(n)
-        stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
-        info = np.zeros(st.INFO_SIZE)
-        rec_count = np.zeros(1, dtype=np.int64)
-        op_count = np.zeros(2, dtype=np.int64)
-        unused = np.zeros(1)
-        no_rows = np.zeros((0, 0))
-        no_directions = np.zeros(0, dtype=np.int64)
-        no_values = np.zeros(0)
-        event_out = np.zeros(EVENT_OUT_SIZE)
-        out = np.empty((n_t, n))
-        rtol_w, atol_w = rtol.copy(), atol.copy()
-        for e in range(n_e):
-            pe = _params_or_dummy(np.ascontiguousarray(params[e]))
-            times_e = times[e].copy()
-            if from_system:
-                init_state(t0, unused.ctypes, pe.ctypes, unused.ctypes, y_start.ctypes)
-            else:
-                for i in range(n):
-                    y_start[i] = y0[e, i]
-            while True:
-                code = run_multistep(
-                    BDF,
-                    rhs,
-                    jac,
-                    t0,
-                    y_start.copy(),
-                    pe,
-                    times_e,
-                    rtol_w,
-                    atol_w,
-                    steps,
-                    n,
-                    n,
-                    n,
-                    every,
-                    np.zeros(snap_capacity),
-                    np.zeros((snap_capacity, 0)),
-                    no_rows,
-                    rec_count,
-                    logs[e],
-                    snaps[e],
-                    op_count,
-                    rhs,
-                    no_directions,
-                    no_values,
-                    np.inf,
-                    event_out,
-                    no_values,
-                    out,
-                    stats,
-                    info,
-                )
-                if code != st.RECORD_FULL:
-                    break
-                # explicit loops (not slice assignments): numba compiles them fast
-                if op_count[0] > log_capacity:
-                    grown_log = np.zeros((n_e, 4 * log_capacity, OP_WIDTH))
-                    for a in range(n_e):
-                        for b in range(log_capacity):
-                            for c in range(OP_WIDTH):
-                                grown_log[a, b, c] = logs[a, b, c]
-                    logs, log_capacity = grown_log, 4 * log_capacity
-                else:
-                    grown_snap = np.zeros((n_e, 4 * snap_capacity, width))
-                    for a in range(n_e):
-                        for b in range(snap_capacity):
-                            for c in range(width):
-                                grown_snap[a, b, c] = snaps[a, b, c]
-                    snaps, snap_capacity = grown_snap, 4 * snap_capacity
-            if code != 0:
-                callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 0)
-                if raise_on_failure:
-                    raise RuntimeError("pymc_odesens: ODE solve failed (see the warning)")
-                failed[e] = 1
-                for t in range(n_t):
-                    for i in range(n):
-                        y[e, t, i] = y_start[i]
-                continue
-            counts[e, 0] = op_count[0]
-            counts[e, 1] = op_count[1]
-            for t in range(n_t):
-                for i in range(n):
-                    y[e, t, i] = out[t, i]
-        n_log = max(1, counts[:, 0].max())
-        n_snap = max(1, counts[:, 1].max())
-        logs_out = np.zeros((n_e, n_log, OP_WIDTH))
-        snaps_out = np.zeros((n_e, n_snap, width))
-        for a in range(n_e):
-            for b in range(counts[a, 0]):
-                for c in range(OP_WIDTH):
-                    logs_out[a, b, c] = logs[a, b, c]
-            for b in range(counts[a, 1]):
-                for c in range(width):
-                    snaps_out[a, b, c] = snaps[a, b, c]
-        return y, logs_out, snaps_out, counts, failed
-
-    return _wrap(core, spec.y0_from_system)
-
-
 @numba_funcify.register(OdeDiscreteAdjointVJPOp)
 def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     from pymc_odesens.pymc.compiled_entries import discrete_adjoint_entry as discrete_adjoint
@@ -827,6 +756,8 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     kernels, times, _, init_jac = _common(spec)
     controls = resolve_adjoint_controls(n, **spec.controls)
     rhs, jac, vjp_y, vjp_p = kernels.rhs, kernels.jac_y, kernels.vjp_y, kernels.vjp_p
+    events = compile_event_kernels(system)
+    adjoint_jump = rhs if events is None else events.adjoint_jump
     rtol = np.full(n, controls.relative_tolerance_forward)
     atol = controls.absolute_tolerance_forward
     t0 = spec.t0
@@ -836,7 +767,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     callback = _failure_callback
 
     @numba.njit
-    def core(params, logs, snaps, counts, failed, cotangent):
+    def core(params, ev_t, ev_id, ev_y, ev_counts, logs, snaps, counts, failed, cotangent):
         grad_y0 = np.zeros((n_e, n))
         grad_p = np.zeros((n_e, p))
         y0_bar = np.zeros(n)
@@ -864,6 +795,11 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 counts[e, 1],
                 rtol_w,
                 atol_w,
+                adjoint_jump,
+                np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
+                np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
+                np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
+                np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
                 y0_bar,
                 p_bar,
                 stats,
@@ -882,16 +818,18 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 _add_initial_state_path(init_jac, t0, pe, y0_bar, grad_p[e], jac0, unused)
         return grad_y0, grad_p
 
+    # inputs: [y0,] params, then the record (checkpoints: unused here), event log, step
+    # logs, failed and the cotangent
     if from_system:
 
         @numba.njit
-        def vjp_params(params, logs, snaps, counts, failed, cotangent):
-            return core(params, logs, snaps, counts, failed, cotangent)
+        def vjp_params(params, c_t, c_y, c_n, ev_t, ev_id, ev_y, ev_n, logs, snaps, n, f, cot):
+            return core(params, ev_t, ev_id, ev_y, ev_n, logs, snaps, n, f, cot)
 
         return vjp_params
 
     @numba.njit
-    def vjp(y0, params, logs, snaps, counts, failed, cotangent):
-        return core(params, logs, snaps, counts, failed, cotangent)
+    def vjp(y0, params, c_t, c_y, c_n, ev_t, ev_id, ev_y, ev_n, logs, snaps, n, f, cot):
+        return core(params, ev_t, ev_id, ev_y, ev_n, logs, snaps, n, f, cot)
 
     return vjp

@@ -203,8 +203,8 @@ class OdeAdjointVJPOp(_AdjointVJPBase):
 
 
 class OdeDiscreteAdjointVJPOp(_AdjointVJPBase):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the step logs and snapshots, ``failed``
-    and ``dL/dy``."""
+    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints, event log, step logs
+    and snapshots, ``failed`` and ``dL/dy``."""
 
     def _vjp(self, y0, params, record, failed, cotangent):
         return discrete_adjoint_vjp(self.spec, y0, params, record, failed, cotangent)
@@ -239,15 +239,16 @@ class OdeAdjointOp(_AdjointPhaseOp):
 
 
 class OdeDiscreteAdjointOp(_AdjointPhaseOp):
-    """``(y, step_logs, snapshots, counts, failed)``: the forward phase of the discrete
-    adjoint (``adjoint_method="discrete"``), its step logs (E, L, 4) and history
-    snapshots (E, C, W) padded to the largest counts (E, 2)."""
+    """The outputs of :class:`OdeAdjointOp` with, before ``failed``, the step logs
+    (E, L, 4), history snapshots (E, S, W) and their counts (E, 2): the forward phase of
+    the discrete adjoint (``adjoint_method="discrete"``)."""
 
     _vjp_op = OdeDiscreteAdjointVJPOp
 
     def _record_types(self) -> list:
         e = self.spec.n_experiments
         return [
+            *OdeAdjointOp._record_types(self),
             pt.tensor(dtype="float64", shape=(e, None, None)),
             pt.tensor(dtype="float64", shape=(e, None, None)),
             pt.tensor(dtype="int64", shape=(e, 2)),

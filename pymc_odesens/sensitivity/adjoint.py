@@ -132,16 +132,9 @@ class AdjointCheckpoints:
         event_kernels = compile_event_kernels(system)
         event_jump = adjoint_rhs if event_kernels is None else event_kernels.adjoint_jump
         log = self.events
-        if log is None:
-            event_log = (
-                np.zeros(0),
-                np.zeros(0, np.int64),
-                np.zeros(0, np.int64),
-                np.zeros((0, n)),
-            )
-            t_frozen = np.inf
-        else:
-            event_log = (log.times, log.index, log.slot, log.before)
+        event_log = self._event_arrays()
+        t_frozen = np.inf
+        if log is not None:
             last_terminal = log.times.size and event_kernels.terminal[log.index[-1]]
             t_frozen = float(log.times[-1]) if last_terminal else np.inf
         params = problem.params if p else np.zeros(1)
@@ -227,6 +220,14 @@ class AdjointCheckpoints:
         }
         return AdjointGradient(params=grad_p, y0=lam, y=self.y, stats=stats)
 
+    def _event_arrays(self) -> tuple:
+        """``(times, index, slot, before)`` of the event log (empty without events)."""
+        log = self.events
+        if log is None:
+            n = self.problem.system.n_states
+            return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, n))
+        return log.times, log.index, log.slot, log.before
+
     def _discrete_backward(self, cotangent) -> AdjointGradient:
         from pymc_odesens.sensitivity.discrete_adjoint import discrete_adjoint_backward
 
@@ -237,6 +238,8 @@ class AdjointCheckpoints:
         controls = self.controls
         kernels = problem.kernels
         params = problem.params if p else np.zeros(1)
+        event_kernels = compile_event_kernels(system)
+        event_log = self._event_arrays()
         y0_bar = np.zeros(n)
         p_bar = np.zeros(p)
         stats_r = st.new_stats()
@@ -255,6 +258,8 @@ class AdjointCheckpoints:
             self.snapshots.shape[0],
             np.full(n, controls.relative_tolerance_forward),
             controls.absolute_tolerance_forward,
+            kernels.rhs if event_kernels is None else event_kernels.adjoint_jump,
+            *event_log,
             y0_bar,
             p_bar,
             stats_r,
@@ -306,6 +311,7 @@ def adjoint_forward(
     """
     # imported here: the hybrid driver compiles (or loads) on the first adjoint solve
     from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
     if not isinstance(system, OdeSystem):
         raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
@@ -325,9 +331,8 @@ def adjoint_forward(
     params_arr = problem.params if system.n_params else np.zeros(1)
     rtol = np.full(n, ctl.relative_tolerance_forward)
     event_kernels = compile_event_kernels(system)
-    if ctl.adjoint_method == "discrete":
-        check_discrete_adjoint(system, ctl)
-        return _discrete_forward(problem, ctl, params_arr, rtol)
+    check_discrete_adjoint(system, ctl)
+    discrete = ctl.adjoint_method == "discrete"
     event_arguments = hybrid_event_arguments(
         event_kernels,
         None if event_kernels is None else event_kernels.jump,
@@ -337,10 +342,16 @@ def adjoint_forward(
     )
     capacity = _INITIAL_CHECKPOINT_CAPACITY
     event_capacity = 16 + 2 * event_arguments[4].size
+    log_capacity = 1024 if discrete else 0
+    width = snapshot_width(BDF, n)
     while True:
         ckpt_t = np.zeros(capacity)
         ckpt_y = np.zeros((capacity, n))
         count = np.zeros(1, dtype=np.int64)
+        # the discrete adjoint's step log, and a snapshot of the history at each checkpoint
+        op_log = np.zeros((log_capacity, OP_WIDTH))
+        snapshots = np.zeros((capacity if discrete else 0, width))
+        op_count = np.zeros(2, dtype=np.int64)
         ev_t = np.zeros(event_capacity)
         ev_index = np.zeros(event_capacity, dtype=np.int64)
         ev_slot = np.zeros(event_capacity, dtype=np.int64)
@@ -369,6 +380,9 @@ def adjoint_forward(
             ckpt_y,
             np.zeros((0, 0)),
             count,
+            op_log,
+            snapshots,
+            op_count,
             ev_t,
             ev_index,
             ev_slot,
@@ -382,6 +396,8 @@ def adjoint_forward(
             break
         if ev_count[0] >= event_capacity:
             event_capacity *= 4
+        elif discrete and op_count[0] >= log_capacity - 1:
+            log_capacity *= 4
         else:
             capacity *= 4
     st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
@@ -405,97 +421,20 @@ def adjoint_forward(
         stats=st.stats_dict(stats),
         problem=problem,
         events=events,
+        step_log=op_log[: op_count[0]].copy() if discrete else None,
+        snapshots=snapshots[: op_count[1]].copy() if discrete else None,
     )
 
 
 def check_discrete_adjoint(system: OdeSystem, controls: AdjointControls) -> None:
-    """Raise ValueError if ``adjoint_method="discrete"`` cannot serve ``system`` with
-    ``controls`` (events, or a forward solver other than ``bdf``)."""
-    if controls.adjoint_method != "discrete":
-        return
-    if system.events:
-        raise ValueError(
-            "adjoint_method='discrete' does not support systems with events; use "
-            "adjoint_method='continuous' (the default), which does"
-        )
-    if controls.forward_method != "bdf":
+    """Raise ValueError if ``adjoint_method="discrete"`` cannot serve ``controls`` (a
+    forward solver other than ``bdf``)."""
+    if controls.adjoint_method == "discrete" and controls.forward_method != "bdf":
         raise ValueError(
             "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
             f"{controls.forward_method!r} (the linearised steps of adams are unstable on stiff "
             "problems; use adjoint_method='continuous' with adams)"
         )
-
-
-def _discrete_forward(
-    problem: OdeProblem, ctl: AdjointControls, params, rtol
-) -> AdjointCheckpoints:
-    """Forward ``bdf`` run that logs its steps and snapshots its history (discrete adjoint)."""
-    from pymc_odesens.solvers.integrate import no_events
-    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, run_multistep, snapshot_width
-
-    system = problem.system
-    n = system.n_states
-    family = BDF
-    every = ctl.num_steps_between_checkpoints
-    op_capacity = 1024
-    snap_capacity = _INITIAL_CHECKPOINT_CAPACITY
-    while True:
-        rec_t = np.zeros(snap_capacity)
-        rec_y = np.zeros((snap_capacity, n))
-        rec_count = np.zeros(1, dtype=np.int64)
-        op_log = np.zeros((op_capacity, OP_WIDTH))
-        snapshots = np.zeros((snap_capacity, snapshot_width(family, n)))
-        op_count = np.zeros(2, dtype=np.int64)
-        y_out = np.empty((problem.times.size, n))
-        stats = st.new_stats()
-        info = np.zeros(st.INFO_SIZE)
-        code = compiled_entry(run_multistep)(
-            family,
-            problem.kernels.rhs,
-            problem.kernels.jac_y,
-            problem.t0,
-            problem.y0,
-            params,
-            problem.times,
-            rtol,
-            ctl.absolute_tolerance_forward,
-            ctl.max_num_steps,
-            n,
-            n,
-            n,
-            every,
-            rec_t,
-            rec_y,
-            np.zeros((0, 0)),
-            rec_count,
-            op_log,
-            snapshots,
-            op_count,
-            problem.kernels.rhs,
-            *no_events(),
-            y_out,
-            stats,
-            info,
-        )
-        if code != st.RECORD_FULL:
-            break
-        if op_count[0] > op_capacity:
-            op_capacity *= 4
-        else:
-            snap_capacity *= 4
-    st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
-    k = int(rec_count[0])
-    return AdjointCheckpoints(
-        t=problem.times,
-        y=y_out,
-        checkpoint_times=rec_t[:k].copy(),
-        checkpoint_states=rec_y[:k].copy(),
-        controls=ctl,
-        stats=st.stats_dict(stats),
-        problem=problem,
-        step_log=op_log[: op_count[0]].copy(),
-        snapshots=snapshots[: op_count[1]].copy(),
-    )
 
 
 def adjoint_gradient(

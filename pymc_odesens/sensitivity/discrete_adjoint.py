@@ -19,6 +19,11 @@ snapshots, last first, it
    (``w = (I - c J_y)^{-T} y_bar``, ``p_bar += c (df/dp)^T w``), the predictor
    and the re-samplings.
 
+With events, the forward run is one logged run per stretch between event
+times; going backwards, the events are undone between runs by the transposed
+jump of the continuous adjoint (with its event-time terms), and the cotangent
+of the state before them enters the run's last step through its dense output.
+
 The result is the gradient of the computed solution (for the logged step
 sequence), which is what a sampler that uses the computed likelihood needs.
 Memory is the log (four numbers per operation), the snapshots and one
@@ -45,6 +50,7 @@ from pymc_odesens.solvers.error_norm import error_weights, weighted_rms_norm
 from pymc_odesens.solvers.multistep import (
     LU_GAMMA_CHANGE,
     NEWTON_TOLERANCE,
+    OP_INIT,
     OP_RESAMPLE,
     OP_STEP,
 )
@@ -66,6 +72,11 @@ DISCRETE_ADJOINT_SIGNATURE = types.int64(
     types.int64,  # n_snapshots
     types.float64[::1],  # rtol (N,): the forward run's, for the replayed Newton iterations
     types.float64[::1],  # atol (N,)
+    KERNEL_TYPE,  # adjoint_jump of the events (y: state before, v: [event, slot, lambda+])
+    types.float64[::1],  # ev_t: event log, times (E,)
+    types.int64[::1],  # ev_index
+    types.int64[::1],  # ev_slot
+    types.float64[:, ::1],  # ev_y: state before each event (E, N)
     types.float64[::1],  # y0_bar (N,), written
     types.float64[::1],  # p_bar (P,), written
     types.int64[::1],  # stats of the replay
@@ -118,11 +129,72 @@ def _time_before(op_log, index):
 
 
 @njit(cache=True)
+def _run_start(op_log, index):
+    """Start time of the run that holds log row ``index`` (its OP_INIT row's time)."""
+    for k in range(index - 1, -1, -1):
+        if op_log[k, 0] == OP_INIT:
+            return op_log[k, 3]
+    return op_log[0, 3]
+
+
+@njit(cache=True)
+def _undo_events(
+    adjoint_jump, p, ev_t, ev_index, ev_slot, ev_y, k_event, after, lam, v_jump, jump_out, p_bar
+):
+    """Transposed jumps of the events ``k_event, k_event - 1, ...`` later than ``after``:
+    ``lam`` becomes the cotangent of the state before them, their terms go to ``p_bar``.
+    Returns the index of the last event not undone."""
+    n = lam.size
+    while k_event >= 0 and ev_t[k_event] > after:
+        v_jump[0], v_jump[1] = ev_index[k_event], ev_slot[k_event]
+        for i in range(n):
+            v_jump[2 + i] = lam[i]
+        adjoint_jump(ev_t[k_event], ev_y[k_event].ctypes, p.ctypes, v_jump.ctypes, jump_out.ctypes)
+        for i in range(n):
+            lam[i] = jump_out[i]
+        for i in range(p_bar.size):
+            p_bar[i] += jump_out[n + i]
+        k_event -= 1
+    return k_event
+
+
+@njit(cache=True)
+def _add_dense_cotangent(
+    g, t_out, t_new, h, order, y_cur_bar, table_bar, eye, zero_rows, poly, dense_weights
+):
+    """Adjoint of the step's output at ``t_out``: ``y_new`` itself at ``t_new``, else
+    the dense output ``sum_j w_j table[j]`` (its weights are its value for the identity
+    table)."""
+    n = g.size
+    if t_out == t_new:
+        for i in range(n):
+            y_cur_bar[i] += g[i]
+        return
+    bdf_formula.dense_output(eye, order, t_new, h, zero_rows, t_out, poly, dense_weights)
+    for j in range(dense_weights.size):
+        wj = dense_weights[j]
+        if wj != 0.0:
+            for i in range(n):
+                table_bar[j, i] += wj * g[i]
+
+
+@njit(cache=True)
+def _stretch(op_log, snapshots, s, n_ops, n_snapshots):
+    """Log rows ``[start, end)`` replayed from snapshot ``s`` (up to the next snapshot or
+    the next run's OP_INIT row)."""
+    start = int(snapshots[s, 0])
+    end = int(snapshots[s + 1, 0]) if s + 1 < n_snapshots else n_ops
+    for k in range(start, end):
+        if op_log[k, 0] == OP_INIT:
+            return start, k
+    return start, end
+
+
+@njit(cache=True)
 def _longest_stretch(op_log, snapshots, n_ops, n_snapshots):
     longest = 0
     for s in range(n_snapshots):
-        start = int(snapshots[s, 0])
-        end = int(snapshots[s + 1, 0]) if s + 1 < n_snapshots else n_ops
+        start, end = _stretch(op_log, snapshots, s, n_ops, n_snapshots)
         steps = 0
         for k in range(start, end):
             if op_log[k, 0] == OP_STEP:
@@ -146,12 +218,26 @@ def discrete_adjoint_backward(
     n_snapshots,
     rtol,
     atol,
+    adjoint_jump,
+    ev_t,
+    ev_index,
+    ev_slot,
+    ev_y,
     y0_bar,
     p_bar,
     stats,
     info,
 ):
     """Cotangents of ``y0`` and ``p`` of a logged run, given ``cotangent[i] = dL/dy(t_i)``.
+
+    With events the log holds one run per stretch between event times (each
+    starting with its ``OP_INIT`` row). Going backwards, at the end of a run the
+    cotangents of the outputs at or after its end time (right limits: the state
+    after the events, or frozen after a terminal one) are added to ``lambda``,
+    the events there are undone by ``adjoint_jump`` (the transposed jump with the
+    event-time terms, as in the continuous adjoint), and ``lambda`` enters the
+    run's last step through the dense output at the event time; at the start of
+    a run its initial table gives ``lambda`` at the run's initial state.
 
     Returns a status of :mod:`pymc_odesens.solvers.status` (``NEWTON_FAILED``
     if a replayed corrector does not converge even with a fresh Jacobian).
@@ -199,15 +285,43 @@ def discrete_adjoint_backward(
     poly = np.zeros(rows + 2)
     dense_weights = np.empty(rows)
 
-    for i in range(n):
-        y0_bar[i] = 0.0
+    lam = np.zeros(n)  # cotangent of the state between runs
+    v_jump = np.zeros(2 + n)
+    jump_out = np.empty(n + n_p)
     for i in range(n_p):
         p_bar[i] = 0.0
     out_index = n_times - 1
+    k_event = ev_t.size - 1
 
     for s in range(n_snapshots - 1, -1, -1):
-        start = int(snapshots[s, 0])
-        end = int(snapshots[s + 1, 0]) if s + 1 < n_snapshots else n_ops
+        start, end = _stretch(op_log, snapshots, s, n_ops, n_snapshots)
+        ends_run = end == n_ops or op_log[end, 0] == OP_INIT
+        inject = False
+        tau = np.inf
+        if ends_run:
+            t_start = _run_start(op_log, start)
+            if k_event >= 0 and ev_t[k_event] > t_start:
+                # the run ended at the events at tau: outputs from tau on are right limits
+                tau = ev_t[k_event]
+                while out_index >= 0 and times[out_index] >= tau:
+                    for i in range(n):
+                        lam[i] += cotangent[out_index, i]
+                    out_index -= 1
+                k_event = _undo_events(
+                    adjoint_jump,
+                    p,
+                    ev_t,
+                    ev_index,
+                    ev_slot,
+                    ev_y,
+                    k_event,
+                    t_start,
+                    lam,
+                    v_jump,
+                    jump_out,
+                    p_bar,
+                )
+                inject = True
         for i in range(n):
             y_cur[i] = snapshots[s, 1 + i]
         base = 1 + n
@@ -325,22 +439,39 @@ def discrete_adjoint_backward(
             h = op_log[k, 2]
             t_new = op_log[k, 3]
             c = seg_c[m]
+            if inject:
+                # the state before the run's events: this step's value or dense output
+                _add_dense_cotangent(
+                    lam,
+                    tau,
+                    t_new,
+                    h,
+                    order,
+                    y_cur_bar,
+                    table_bar,
+                    eye,
+                    zero_rows,
+                    poly,
+                    dense_weights,
+                )
+                for i in range(n):
+                    lam[i] = 0.0
+                inject = False
             # outputs this step produced: those in (t_before, t_new]
             while out_index >= 0 and times[out_index] > seg_t_before[m]:
-                if times[out_index] == t_new:
-                    for i in range(n):
-                        y_cur_bar[i] += cotangent[out_index, i]
-                else:
-                    # the dense output is sum_j w_j table[j]: its weights are its value
-                    # for the identity table
-                    bdf_formula.dense_output(
-                        eye, order, t_new, h, zero_rows, times[out_index], poly, dense_weights
-                    )
-                    for j in range(rows):
-                        wj = dense_weights[j]
-                        if wj != 0.0:
-                            for i in range(n):
-                                table_bar[j, i] += wj * cotangent[out_index, i]
+                _add_dense_cotangent(
+                    cotangent[out_index],
+                    times[out_index],
+                    t_new,
+                    h,
+                    order,
+                    y_cur_bar,
+                    table_bar,
+                    eye,
+                    zero_rows,
+                    poly,
+                    dense_weights,
+                )
                 out_index -= 1
             # table update and y_cur = y: cotangents of d and of y
             bdf_formula.accept_adjoint(table_bar, order, c, d_bar)
@@ -359,23 +490,51 @@ def discrete_adjoint_backward(
             # the predictor read the history before the step
             bdf_formula.predict_adjoint(table_bar, order, h, y_cur_bar, y_pred_bar, psi_bar)
 
-    # outputs at t0, and the initial table (y0 and h0 f(t0, y0))
+        if op_log[start - 1, 0] == OP_INIT:
+            # the run's start: outputs there (right limits) and its initial table
+            # (its state z and h0 f(t, z)) give lambda at z
+            t_start = op_log[start - 1, 3]
+            h0 = op_log[start - 1, 2]
+            while out_index >= 0 and times[out_index] >= t_start:
+                for i in range(n):
+                    lam[i] += cotangent[out_index, i]
+                out_index -= 1
+            for i in range(n):
+                y_cur[i] = snapshots[s, 1 + i]
+                lam[i] += y_cur_bar[i] + table_bar[0, i]
+                w[i] = h0 * table_bar[1, i]
+            vjp_y(t_start, y_cur.ctypes, p.ctypes, w.ctypes, work.ctypes)
+            for i in range(n):
+                lam[i] += work[i]
+            if n_p > 0:
+                vjp_p(t_start, y_cur.ctypes, p.ctypes, w.ctypes, grad_p.ctypes)
+                for i in range(n_p):
+                    p_bar[i] += grad_p[i]
+            for j in range(rows):
+                for i in range(n):
+                    table_bar[j, i] = 0.0
+            for i in range(n):
+                y_cur_bar[i] = 0.0
+
+    # outputs at t0 (or frozen after a terminal event before any run) and the events at t0
     while out_index >= 0:
         for i in range(n):
-            y0_bar[i] += cotangent[out_index, i]
+            lam[i] += cotangent[out_index, i]
         out_index -= 1
-    t0 = op_log[0, 3]  # the log starts with its OP_INIT row
-    h0 = op_log[0, 2]
+    _undo_events(
+        adjoint_jump,
+        p,
+        ev_t,
+        ev_index,
+        ev_slot,
+        ev_y,
+        k_event,
+        -np.inf,
+        lam,
+        v_jump,
+        jump_out,
+        p_bar,
+    )
     for i in range(n):
-        y_cur[i] = snapshots[0, 1 + i]
-    for i in range(n):
-        y0_bar[i] += y_cur_bar[i] + table_bar[0, i]
-        w[i] = h0 * table_bar[1, i]
-    vjp_y(t0, y_cur.ctypes, p.ctypes, w.ctypes, work.ctypes)
-    for i in range(n):
-        y0_bar[i] += work[i]
-    if n_p > 0:
-        vjp_p(t0, y_cur.ctypes, p.ctypes, w.ctypes, grad_p.ctypes)
-        for i in range(n_p):
-            p_bar[i] += grad_p[i]
+        y0_bar[i] = lam[i]
     return st.SUCCESS

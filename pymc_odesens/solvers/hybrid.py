@@ -22,7 +22,7 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
-from pymc_odesens.solvers.multistep import ADAMS, BDF, OP_WIDTH, run_multistep
+from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
 from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
 
 __all__ = [
@@ -69,6 +69,9 @@ HYBRID_SIGNATURE = types.int64(
     types.float64[:, ::1],  # rec_y
     types.float64[:, ::1],  # rec_f (0 rows: no derivatives)
     types.int64[::1],  # rec_count (1,)
+    types.float64[:, ::1],  # op_log: step log of the bdf/adams runs (0 rows: none)
+    types.float64[:, ::1],  # snapshots of their history (log positions over all runs)
+    types.int64[::1],  # op_count (2,): log rows and snapshots over all runs
     types.float64[::1],  # ev_t: event log, times
     types.int64[::1],  # ev_index: event indices
     types.int64[::1],  # ev_slot: time positions (explicit; -1 implicit)
@@ -103,6 +106,9 @@ def _run(
     rec_y,
     rec_f,
     rec_count,
+    op_log,
+    snapshots,
+    op_count,
     t_stop,
     event_out,
     z_event,
@@ -111,6 +117,8 @@ def _run(
     info,
 ):
     if code < 2:
+        op_count[0] = 0  # explicit methods keep no step log
+        op_count[1] = 0
         return integrate_explicit_rk(
             rhs,
             t0,
@@ -159,9 +167,9 @@ def _run(
         rec_y,
         rec_f,
         rec_count,
-        np.zeros((0, OP_WIDTH)),
-        np.zeros((0, 0)),
-        np.zeros(2, dtype=np.int64),
+        op_log,
+        snapshots,
+        op_count,
         conditions,
         directions,
         g_zero,
@@ -254,6 +262,9 @@ def integrate_hybrid(
     rec_y,
     rec_f,
     rec_count,
+    op_log,
+    snapshots,
+    op_count,
     ev_t,
     ev_index,
     ev_slot,
@@ -265,8 +276,12 @@ def integrate_hybrid(
 ):
     """Integrate through the events; write the vector at ``times`` into ``z_out``.
 
+    With a step log (``op_log`` has rows; ``bdf``/``adams`` only), each run
+    appends its log (starting with its ``OP_INIT`` row) and snapshots, whose
+    log positions count from the start of ``op_log``.
+
     Returns a status code of :mod:`pymc_odesens.solvers.status` (``RECORD_FULL``
-    when the recording or the event log is too short).
+    when the recording, the step log or the event log is too short).
     """
     n = z0.size
     n_times = times.size
@@ -279,6 +294,10 @@ def integrate_hybrid(
     g_zero = np.zeros(n_cond)
     count = np.zeros(1, dtype=np.int64)
     rec_total = 0
+    logging = op_log.shape[0] > 0
+    op_count[0] = 0
+    op_count[1] = 0
+    run_count = np.zeros(2, dtype=np.int64)
     ev_count[0] = 0
     t = t0
     out_index = 0
@@ -315,6 +334,9 @@ def integrate_hybrid(
         if k_stop < n_stop and stop_times[k_stop] <= t_last:
             t_stop = stop_times[k_stop]
         rec_rows = rec_f.shape[0]
+        if logging and (op_log.shape[0] - op_count[0] < 2 or snapshots.shape[0] - op_count[1] < 1):
+            info[0], info[1], info[2], info[3] = t, 0.0, -1, op_log.shape[0]
+            return st.RECORD_FULL
         status = _run(
             code,
             rhs,
@@ -337,6 +359,9 @@ def integrate_hybrid(
             rec_y[rec_total:],
             rec_f[min(rec_total, rec_rows) :],
             count,
+            op_log[op_count[0] :],
+            snapshots[op_count[1] :],
+            run_count,
             t_stop,
             event_out,
             z_event,
@@ -346,6 +371,15 @@ def integrate_hybrid(
         )
         rec_total += count[0]
         rec_count[0] = rec_total
+        if logging:
+            # the run counted its snapshots' log positions from its own first row
+            for j in range(min(run_count[1], snapshots.shape[0] - op_count[1])):
+                snapshots[op_count[1] + j, 0] += op_count[0]
+            op_count[0] += run_count[0]
+            op_count[1] += run_count[1]
+            if op_count[0] > op_log.shape[0] or op_count[1] > snapshots.shape[0]:
+                info[0], info[1], info[2], info[3] = t, 0.0, -1, op_log.shape[0]
+                return st.RECORD_FULL
         if status == st.SUCCESS:
             return st.SUCCESS
         if status != st.EVENT and status != st.STOP:

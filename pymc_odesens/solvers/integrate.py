@@ -298,6 +298,7 @@ def integrate_events(
     y_out, stats, EventLog
     """
     from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+    from pymc_odesens.solvers.multistep import NO_STEP_LOG
 
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     params = np.ascontiguousarray(params, dtype=np.float64)
@@ -333,6 +334,7 @@ def integrate_events(
             n_err,
             0,
             *NO_RECORDING,
+            *NO_STEP_LOG,
             ev_t,
             ev_index,
             ev_slot,

@@ -152,17 +152,42 @@ def test_errors_are_raised_when_the_graph_is_built(oscillator):
         ode_solution(
             oscillator, [1.0, 0.0], TIMES, [0.3], sensitivity="adjoint", adjoint_method="fast"
         )
+    with pytest.raises(TypeError, match="apply to sensitivity='adjoint' only"):
+        ode_solution(
+            oscillator, [1.0, 0.0], TIMES, [0.3], sensitivity="forward", adjoint_method="discrete"
+        )
+
+
+def test_events_in_both_modes_match_the_continuous_adjoint():
+    """A decay stopped at x = c (terminal implicit event) in one batch of two experiments:
+    the discrete gradients equal the continuous adjoint's, in FAST_RUN and NUMBA mode."""
     decay = OdeSystem(
         lambda t, y, p: [-p.k * y.x],
         states=["x"],
         params=["k", "c"],
         events=[ImplicitEvent(lambda t, y, p: y.x - p.c, terminal=True, direction="down")],
+        name="stopped_decay",
     )
-    with pytest.raises(ValueError, match="does not support systems with events"):
-        ode_solution(
-            decay, [1.0], TIMES, [0.7, 0.5], sensitivity="adjoint", adjoint_method="discrete"
+    params = pt.dmatrix("params")
+    value = np.array([[0.7, 0.5], [0.4, 0.3]])
+    times = np.linspace(0.25, 5.0, 20)
+    tight = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
+    grads = {}
+    for method in ("continuous", "discrete"):
+        y = ode_solution(
+            decay,
+            [1.0],
+            times,
+            pt.specify_shape(params, (2, 2)),
+            sensitivity="adjoint",
+            adjoint_method=method,
+            on_failure="raise",
+            **tight,
         )
-    with pytest.raises(TypeError, match="apply to sensitivity='adjoint' only"):
-        ode_solution(
-            oscillator, [1.0, 0.0], TIMES, [0.3], sensitivity="forward", adjoint_method="discrete"
-        )
+        grad = pytensor.grad((y**2).sum(), params)
+        for mode in ("FAST_RUN", "NUMBA"):
+            grads[method, mode] = pytensor.function([params], grad, mode=mode)(value)
+    np.testing.assert_array_equal(grads["discrete", "NUMBA"], grads["discrete", "FAST_RUN"])
+    np.testing.assert_allclose(
+        grads["discrete", "FAST_RUN"], grads["continuous", "FAST_RUN"], rtol=1e-7
+    )
