@@ -331,7 +331,6 @@ def adjoint_forward(
     params_arr = problem.params if system.n_params else np.zeros(1)
     rtol = np.full(n, ctl.relative_tolerance_forward)
     event_kernels = compile_event_kernels(system)
-    check_discrete_adjoint(system, ctl)
     discrete = ctl.adjoint_method == "discrete"
     event_arguments = hybrid_event_arguments(
         event_kernels,
@@ -426,17 +425,6 @@ def adjoint_forward(
     )
 
 
-def check_discrete_adjoint(system: OdeSystem, controls: AdjointControls) -> None:
-    """Raise ValueError if ``adjoint_method="discrete"`` cannot serve ``controls`` (a
-    forward solver other than ``bdf``)."""
-    if controls.adjoint_method == "discrete" and controls.forward_method != "bdf":
-        raise ValueError(
-            "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
-            f"{controls.forward_method!r} (the linearised steps of adams are unstable on stiff "
-            "problems; use adjoint_method='continuous' with adams)"
-        )
-
-
 def adjoint_gradient(
     system: OdeSystem, y0, times, params, cotangent, *, t0: float = 0.0, **controls
 ) -> AdjointGradient:
@@ -472,6 +460,13 @@ def adjoint_gradient(
           through four recorded states.
         - ``solver_forward``, ``solver_backward`` [2, 2]: 1 ``adams``, 2 ``bdf``
           (the names are accepted too).
+        - ``adjoint_method`` ["continuous"], not Stan's: ``"discrete"``
+          differentiates the forward ``bdf`` run's own steps instead of solving the
+          backward ODE (:mod:`pymc_odesens.sensitivity.discrete_adjoint`; needs
+          ``solver_forward`` 2; ignores the backward and quadrature tolerances,
+          ``solver_backward`` and ``interpolation_polynomial``). Its gradient is exact
+          for the computed solution, its error against the true gradient is not
+          controlled (docs/adjoint.md).
 
     Returns
     -------

@@ -161,7 +161,7 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
         raise ValueError(
             f"adjoint_method must be one of {ADJOINT_METHODS}; got {values['adjoint_method']!r}"
         )
-    return AdjointControls(
+    resolved = AdjointControls(
         relative_tolerance_forward=_relative(
             "relative_tolerance_forward", values["relative_tolerance_forward"]
         ),
@@ -191,3 +191,10 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
         solver_backward=_code("solver_backward", values["solver_backward"], SOLVER_CODES),
         adjoint_method=values["adjoint_method"],
     )
+    if resolved.adjoint_method == "discrete" and resolved.forward_method != "bdf":
+        raise ValueError(
+            "adjoint_method='discrete' needs solver_forward=2 ('bdf'); got "
+            f"{resolved.forward_method!r} (the linearised steps of adams are unstable on stiff "
+            "problems; use adjoint_method='continuous' with adams)"
+        )
+    return resolved
