@@ -134,6 +134,33 @@ def _params_or_dummy(params_row):
 
 
 @numba.njit
+def _resized_rows(a, rows, fill):
+    """Copy of the (E, R) array ``a`` with ``rows`` columns, new ones set to ``fill``.
+
+    Explicit loops, not slice assignments: numba compiles them fast.
+    """
+    out = np.empty((a.shape[0], rows), dtype=a.dtype)
+    keep = min(rows, a.shape[1])
+    for e in range(a.shape[0]):
+        for b in range(keep):
+            out[e, b] = a[e, b]
+        for b in range(keep, rows):
+            out[e, b] = fill
+    return out
+
+
+@numba.njit
+def _resized_rows3(a, rows):
+    """Copy of the (E, R, W) array ``a`` with ``rows`` rows per experiment, new ones zero."""
+    out = np.zeros((a.shape[0], rows, a.shape[2]), dtype=a.dtype)
+    for e in range(a.shape[0]):
+        for b in range(min(rows, a.shape[1])):
+            for c in range(a.shape[2]):
+                out[e, b, c] = a[e, b, c]
+    return out
+
+
+@numba.njit
 def _add_initial_state_path(init_jac, t0, params, y0_bar, grad_p, jac0, unused):
     """``grad_p += (dy0/dp)^T y0_bar`` for an initial state ``y0(p)`` (``jac0``: work, P x N)."""
     p, n = grad_p.size, jac0.size // max(grad_p.size, 1)
@@ -501,44 +528,21 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                     )
                     if code != st.RECORD_FULL:
                         break
-                    # explicit loops (not slice assignments): numba compiles them fast
                     if ev_count[0] >= ev_capacity:
-                        grown_et = np.full((n_e, 4 * ev_capacity), np.nan)
-                        grown_ei = np.zeros((n_e, 4 * ev_capacity), dtype=np.int64)
-                        grown_es = np.zeros((n_e, 4 * ev_capacity), dtype=np.int64)
-                        grown_ey = np.zeros((n_e, 4 * ev_capacity, n))
-                        for a in range(n_e):
-                            for b in range(ev_capacity):
-                                grown_et[a, b] = ev_t[a, b]
-                                grown_ei[a, b] = ev_index[a, b]
-                                grown_es[a, b] = ev_slot[a, b]
-                                for i in range(n):
-                                    grown_ey[a, b, i] = ev_y[a, b, i]
-                        ev_t, ev_index, ev_slot, ev_y = grown_et, grown_ei, grown_es, grown_ey
                         ev_capacity *= 4
+                        ev_t = _resized_rows(ev_t, ev_capacity, np.nan)
+                        ev_index = _resized_rows(ev_index, ev_capacity, 0)
+                        ev_slot = _resized_rows(ev_slot, ev_capacity, 0)
+                        ev_y = _resized_rows3(ev_y, ev_capacity)
                     elif discrete and op_count[0] >= log_capacity - 1:
-                        grown_log = np.zeros((n_e, 4 * log_capacity, OP_WIDTH))
-                        for a in range(n_e):
-                            for b in range(log_capacity):
-                                for c in range(OP_WIDTH):
-                                    grown_log[a, b, c] = logs[a, b, c]
-                        logs, log_capacity = grown_log, 4 * log_capacity
+                        log_capacity *= 4
+                        logs = _resized_rows3(logs, log_capacity)
                     else:
+                        capacity *= 4
                         if discrete:
-                            grown_snap = np.zeros((n_e, 4 * capacity, snap_width))
-                            for a in range(n_e):
-                                for b in range(capacity):
-                                    for c in range(snap_width):
-                                        grown_snap[a, b, c] = snaps[a, b, c]
-                            snaps = grown_snap
-                        grown_t = np.full((n_e, 4 * capacity), np.nan)
-                        grown_y = np.zeros((n_e, 4 * capacity, n))
-                        for a in range(n_e):
-                            for b in range(capacity):
-                                grown_t[a, b] = ckpt_t[a, b]
-                                for i in range(n):
-                                    grown_y[a, b, i] = ckpt_y[a, b, i]
-                        ckpt_t, ckpt_y, capacity = grown_t, grown_y, 4 * capacity
+                            snaps = _resized_rows3(snaps, capacity)
+                        ckpt_t = _resized_rows(ckpt_t, capacity, np.nan)
+                        ckpt_y = _resized_rows3(ckpt_y, capacity)
             if code != 0:
                 callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 0)
                 if raise_on_failure:
@@ -555,35 +559,18 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
             for t in range(n_t):
                 for i in range(n):
                     y[e, t, i] = out[t, i]
-        width = max(1, counts.max())
         ev_width = max(1, ev_counts.max())
-        ckpt_t_out = np.empty((n_e, width))
-        ckpt_y_out = np.empty((n_e, width, n))
-        ev_t_out = np.empty((n_e, ev_width))
+        ckpt_t_out = _resized_rows(ckpt_t, max(1, counts.max()), np.nan)
+        ckpt_y_out = _resized_rows3(ckpt_y, max(1, counts.max()))
+        ev_t_out = _resized_rows(ev_t, ev_width, np.nan)
+        ev_y_out = _resized_rows3(ev_y, ev_width)
         ev_id = np.zeros((n_e, ev_width, 2), dtype=np.int64)
-        ev_y_out = np.empty((n_e, ev_width, n))
         for a in range(n_e):
-            for b in range(width):
-                ckpt_t_out[a, b] = ckpt_t[a, b]
-                for i in range(n):
-                    ckpt_y_out[a, b, i] = ckpt_y[a, b, i]
             for b in range(ev_width):
-                ev_t_out[a, b] = ev_t[a, b]
                 ev_id[a, b, 0] = ev_index[a, b]
                 ev_id[a, b, 1] = ev_slot[a, b]
-                for i in range(n):
-                    ev_y_out[a, b, i] = ev_y[a, b, i]
-        n_log = max(1, log_counts[:, 0].max())
-        n_snap = max(1, log_counts[:, 1].max())
-        logs_out = np.zeros((n_e, n_log, OP_WIDTH))
-        snaps_out = np.zeros((n_e, n_snap, snap_width))
-        for a in range(n_e):
-            for b in range(log_counts[a, 0]):
-                for c in range(OP_WIDTH):
-                    logs_out[a, b, c] = logs[a, b, c]
-            for b in range(log_counts[a, 1]):
-                for c in range(snap_width):
-                    snaps_out[a, b, c] = snaps[a, b, c]
+        logs_out = _resized_rows3(logs, max(1, log_counts[:, 0].max()))
+        snaps_out = _resized_rows3(snaps, max(1, log_counts[:, 1].max()))
         record = (ckpt_t_out, ckpt_y_out, counts, ev_t_out, ev_id, ev_y_out, ev_counts)
         return y, record, (logs_out, snaps_out, log_counts), failed
 
