@@ -21,6 +21,8 @@ Run:  python benchmarks/bench_pbs.py                 (about 5 minutes once the r
    (N = 21, P = 59; benchmarks/models/camkii.json, the paper's CaMKII model), 61 output
    times on [0, 600], bdf, rtol 1e-5 / atol 1e-6 for every method; the plain state solve
    (the floor of any method that solves the state once) beside them; ratios FS/PBSR, FS/Exp.
+   AMICI's forward sensitivities at the same tolerances and output times are the peer's row
+   (run in AMICI's environment, benchmarks/peers/amici.py; ``--no-amici`` leaves them out).
 3. Runtime against dimension on the random linear system ``x' = A x + p**2 + u``,
    ``A = -B^T B`` (benchmarks/random_linear.py), n = N = P, t in [0, 10], 61 output times,
    bdf at rtol 1e-5 / atol 1e-6; PBSR without the switch (``eps=0``, ``n_max=None``: always
@@ -41,6 +43,7 @@ from pathlib import Path
 import common
 import numpy as np
 from common import fmt_err, fmt_ms, fmt_ratio, print_table, progress
+from peers.amici import run_amici
 from random_linear import DEFAULT_SEED, random_linear_problem
 
 GOALS = {
@@ -215,7 +218,33 @@ def timed_calls(system, x0, times, p) -> list:
     ]
 
 
-def table_section(models, repeats: int) -> dict:
+def amici_forward(name: str, repeats: int) -> dict | None:
+    """AMICI's forward sensitivities of ``name`` at the paper's tolerances (the peer's FS).
+
+    Same 61 output times, bdf, rtol 1e-5 / atol 1e-6; run in AMICI's own environment
+    (benchmarks/peers/amici.py). None when AMICI is not installed or failed.
+    """
+    models_dir = CAMKII_PATH.parent if name == "camkii" else common.models_dir()
+    progress(f"  AMICI forward sensitivities of {name} (subprocess; the first run builds it) ...")
+    data = run_amici(
+        name, modes=("forward",), tolerances=(PAPER_TOL,), repeats=repeats, models_dir=models_dir
+    )
+    if data is None:
+        return None
+    res = data["results"][0]["forward"]
+    if res.get("error"):
+        progress(f"  AMICI failed on {name}: {res['error']}")
+        return None
+    return {
+        "median_ms": res["median_ms"],
+        "min_ms": res["min_ms"],
+        "amici_cpu_ms": res.get("amici_cpu_ms"),
+        "n_steps": res.get("n_steps"),
+        "amici_version": data.get("amici_version"),
+    }
+
+
+def table_section(models, repeats: int, with_amici: bool = True) -> dict:
     progress(
         "\n== 2. Table 1: runtimes (median of repeated calls), bdf at rtol 1e-5 / atol 1e-6, "
         "61 output times =="
@@ -246,6 +275,12 @@ def table_section(models, repeats: int) -> dict:
         entry["fs_over_state"] = fs / entry["state"]["median_ms"]
         entry["fs_over_pbsr_min"] = entry["forward"]["min_ms"] / entry["pbsr"]["min_ms"]
         entry["fs_over_exp_min"] = entry["forward"]["min_ms"] / entry["exp"]["min_ms"]
+        if with_amici:
+            amici = amici_forward(name, repeats)
+            if amici is not None:
+                entry["amici_forward"] = amici
+                entry["amici_fs_over_pbsr"] = amici["median_ms"] / entry["pbsr"]["median_ms"]
+                entry["amici_fs_over_exp"] = amici["median_ms"] / entry["exp"]["median_ms"]
         out[name] = entry
         state = entry["state"]["median_ms"]
         for label in ("state", "forward", "pbsr", "exp"):
@@ -264,6 +299,21 @@ def table_section(models, repeats: int) -> dict:
                     "-" if products is None else products,
                     fmt_err(e.get("S_rel_err_max")),
                     "-" if label in ("state", "forward") else fmt_ratio(fs / e["median_ms"]),
+                ]
+            )
+        amici = entry.get("amici_forward")
+        if amici is not None:
+            rows.append(
+                [
+                    f"{name} (N={system.n_states}, P={system.n_params})",
+                    f"AMICI FS ({amici['amici_version']})",
+                    fmt_ms(amici["median_ms"]),
+                    fmt_ms(amici["min_ms"]),
+                    amici["n_steps"],
+                    "-",
+                    "-",
+                    "-",
+                    fmt_ratio(fs / amici["median_ms"]),
                 ]
             )
     print_table(
@@ -290,6 +340,12 @@ def table_section(models, repeats: int) -> dict:
                 f"goal {name} {label} >= {goal[key]}x: {entry[key]:.2f}x (fastest runs "
                 f"{entry[key + '_min']:.2f}x) - {met}; bound for any method that solves the "
                 f"state once: FS/state = {entry['fs_over_state']:.1f}x"
+            )
+        if "amici_forward" in entry:
+            progress(
+                f"against the peer, AMICI's forward sensitivities at the same tolerances: "
+                f"AMICI FS/PBSR {entry['amici_fs_over_pbsr']:.1f}x, "
+                f"AMICI FS/Exp {entry['amici_fs_over_exp']:.1f}x"
             )
     return out
 
@@ -481,6 +537,9 @@ def main(argv=None) -> None:
     parser.add_argument("--compile-timeout", type=float, default=300.0)
     parser.add_argument("--no-scaling", action="store_true", help="skip the random linear system")
     parser.add_argument("--no-plots", dest="plot", action="store_false")
+    parser.add_argument(
+        "--no-amici", dest="amici", action="store_false", help="leave the AMICI peer out of Table 1"
+    )
     parser.add_argument("--sections", default="accuracy,table,scaling")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -500,7 +559,7 @@ def main(argv=None) -> None:
         results["accuracy"] = accuracy_section(models, args.plot)
     if "table" in sections:
         results["table1"] = table_section(
-            ["pka"] + ([] if args.quick else ["camkii"]), args.repeats
+            ["pka"] + ([] if args.quick else ["camkii"]), args.repeats, args.amici
         )
     if "scaling" in sections:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from pymc_odesens.codegen.block_breaks import with_block_breaks
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
@@ -71,10 +72,12 @@ class _Writer:
         replacements, reduced = sp.cse(
             [sp.sympify(e) for e in expressions], symbols=sp.numbered_symbols(prefix)
         )
-        for symbol, value in replacements:
-            self.line(f"{symbol} = {self.printer.doprint(value)}", indent)
-        for name, value in zip(names, reduced):
-            self.line(f"{name} = {self.printer.doprint(value)}", indent)
+        pad = "    " * indent
+        statements = [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
+        statements += [
+            f"{pad}{name} = {self.printer.doprint(v)}" for name, v in zip(names, reduced)
+        ]
+        self.lines += with_block_breaks(statements, "t", pad)
 
 
 def _function_header(name: str) -> list[str]:

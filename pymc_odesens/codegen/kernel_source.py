@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import sympy as sp
 
+from pymc_odesens.codegen.block_breaks import with_block_breaks
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
 
@@ -21,7 +22,7 @@ __all__ = [
 CFUNC_OPTIONS = {"cache": True, "error_model": "numpy"}
 """numba.cfunc options of every generated kernel (as in the decorated sources)."""
 
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\
@@ -60,7 +61,9 @@ def kernel_function_source(
         as ``t``, ``y[i]``, ``p[k]``, ``v[i]``.
     printer : KernelPrinter
     arguments : str
-        The cfunc's argument names (the signature's five arguments).
+        The cfunc's argument names (the signature's five arguments; the first,
+        the float64 time, also serves the basic-block breaks of long bodies,
+        :mod:`pymc_odesens.codegen.block_breaks`).
     preamble : sequence of str
         Body lines run before the expressions (they may bind ``t``, ``y``,
         ``p`` and ``v`` to something other than the arguments).
@@ -76,13 +79,12 @@ def kernel_function_source(
     lines = [*head, *(f"    {line}" for line in preamble)]
     nonzero = [(i, e) for i, e in enumerate(expressions) if not (e.is_Number and e == 0)]
     replacements, reduced = sp.cse([e for _, e in nonzero], symbols=sp.numbered_symbols("cse"))
-    for symbol, value in replacements:
-        lines.append(f"    {symbol} = {printer.doprint(value)}")
+    body = [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
     zero_rows = [i for i, e in enumerate(expressions) if e.is_Number and e == 0]
-    for i in zero_rows:
-        lines.append(f"    out[{i}] = 0.0")
-    for (i, _), value in zip(nonzero, reduced):
-        lines.append(f"    out[{i}] = {printer.doprint(value)}")
+    body += [f"    out[{i}] = 0.0" for i in zero_rows]
+    body += [f"    out[{i}] = {printer.doprint(value)}" for (i, _), value in zip(nonzero, reduced)]
+    time_argument = arguments.split(",")[0].strip()
+    lines += with_block_breaks(body, time_argument, "    ")
     if len(lines) == len(head) + len(preamble):
         lines.append("    return")
     return "\n".join(lines)

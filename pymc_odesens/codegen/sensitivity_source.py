@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from pymc_odesens.codegen.block_breaks import with_block_breaks
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
@@ -71,28 +72,30 @@ def sensitivity_module_source(system: OdeSystem, wrt: str) -> str:
         '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
         "def sens_rhs(t, y, p, v, out):",
     ]
-    for symbol, value in replacements:
-        lines.append(f"    {symbol} = {printer.doprint(value)}")
-    for i in range(n):
-        lines.append(f"    out[{i}] = {printer.doprint(reduced[i])}")
-    for idx, (i, j) in enumerate(jy_nz):
-        lines.append(f"    jy_{i}_{j} = {printer.doprint(reduced[n + idx])}")
+    straight = [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
+    straight += [f"    out[{i}] = {printer.doprint(reduced[i])}" for i in range(n)]
+    straight += [
+        f"    jy_{i}_{j} = {printer.doprint(reduced[n + idx])}" for idx, (i, j) in enumerate(jy_nz)
+    ]
+    lines += with_block_breaks(straight, "t", "    ")
     if blocks:
         # inhomogeneous part: J_p[k] in parameter column k, zero elsewhere
         lines.append(f"    for idx in range({n}, {n * (1 + blocks)}):")
         lines.append("        out[idx] = 0.0")
-        for idx, (k, i) in enumerate(jp_nz):
-            value = printer.doprint(reduced[n + len(jy_nz) + idx])
-            lines.append(f"    out[{n * (1 + k) + i}] = {value}")
+        inhomogeneous = [
+            f"    out[{n * (1 + k) + i}] = {printer.doprint(reduced[n + len(jy_nz) + idx])}"
+            for idx, (k, i) in enumerate(jp_nz)
+        ]
+        lines += with_block_breaks(inhomogeneous, "t", "    ")
     rows = {i: [j for (ii, j) in jy_nz if ii == i] for i in range(n)}
     used = sorted({j for (_, j) in jy_nz})
     if blocks and jy_nz:
         # every column: out[b + i] += sum_j J_y[i, j] S[b + j]
         lines.append(f"    for b in range({n}, {n * (1 + blocks)}, {n}):")
-        for j in used:
-            lines.append(f"        s_{j} = y[b + {j}]")
+        column = [f"        s_{j} = y[b + {j}]" for j in used]
         for i in range(n):
             if rows[i]:
                 terms = " + ".join(f"jy_{i}_{j} * s_{j}" for j in rows[i])
-                lines.append(f"        out[b + {i}] = out[b + {i}] + ({terms})")
+                column.append(f"        out[b + {i}] = out[b + {i}] + ({terms})")
+        lines += with_block_breaks(column, "t", "        ")
     return "\n".join(lines) + "\n"
