@@ -95,6 +95,18 @@ _CALLBACK_TYPE = ctypes.CFUNCTYPE(
 _failure_callback = _CALLBACK_TYPE(_on_failure)
 
 
+def _closure_constants(spec: OdeSpec) -> tuple[float, bool, bool, int, object]:
+    """What every compiled core captures of ``spec``: ``(t0, y0 from the system,
+    raise on failure, the spec's key for the failure callback, the callback)``."""
+    return (
+        spec.t0,
+        spec.y0_from_system,
+        spec.on_failure == "raise",
+        _register(spec),
+        _failure_callback,
+    )
+
+
 def _common(spec: OdeSpec):
     system = spec.system
     kernels = compile_kernels(system)
@@ -234,12 +246,8 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     atol = np.tile(controls.absolute_tolerance, 1 + n_blocks)
     n_err = n_z  # Stan/CVODES: sensitivities take part in the error test
     code_method = METHOD_CODES[spec.method]
-    t0 = spec.t0
     steps = controls.max_num_steps
-    from_system = spec.y0_from_system
-    raise_on_failure = spec.on_failure == "raise"
-    key = _register(spec)
-    callback = _failure_callback
+    t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
     n_p_out = p if sensitivities else 0
 
     @numba.njit
@@ -429,11 +437,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     atol = controls.absolute_tolerance_forward
     steps = controls.max_num_steps
     every = controls.num_steps_between_checkpoints
-    t0 = spec.t0
-    from_system = spec.y0_from_system
-    raise_on_failure = spec.on_failure == "raise"
-    key = _register(spec)
-    callback = _failure_callback
+    t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
     discrete = isinstance(op, OdeDiscreteAdjointOp)
     snap_width = snapshot_width(BDF, n)
 
@@ -624,11 +628,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     steps = controls.max_num_steps
     kind = controls.interpolation_polynomial
     first_capacity = 2 * controls.num_steps_between_checkpoints + 64
-    t0 = spec.t0
-    from_system = spec.y0_from_system
-    raise_on_failure = spec.on_failure == "raise"
-    key = _register(spec)
-    callback = _failure_callback
+    t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
 
     @numba.njit
     def core(params, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed, cotangent):
@@ -747,11 +747,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     adjoint_jump = rhs if events is None else events.adjoint_jump
     rtol = np.full(n, controls.relative_tolerance_forward)
     atol = controls.absolute_tolerance_forward
-    t0 = spec.t0
-    from_system = spec.y0_from_system
-    raise_on_failure = spec.on_failure == "raise"
-    key = _register(spec)
-    callback = _failure_callback
+    t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
 
     @numba.njit
     def core(params, ev_t, ev_id, ev_y, ev_counts, logs, snaps, counts, failed, cotangent):
