@@ -42,3 +42,16 @@ def reference_system():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def oscillator():
+    """Stan's damped harmonic oscillator y1' = y2, y2' = -y1 - theta y2."""
+    from pymc_odesens import OdeSystem
+
+    return OdeSystem(
+        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]],
+        states=["x", "v"],
+        params=["theta"],
+        name="damped_oscillator",
+    )

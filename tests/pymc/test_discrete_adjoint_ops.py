@@ -13,20 +13,8 @@ import pytest
 from pytensor.gradient import verify_grad
 
 from pymc_odesens import ImplicitEvent, OdeSystem, ode_solution
-from pymc_odesens.pymc.ops import OdeDiscreteAdjointOp
 
 TIMES = np.linspace(0.5, 10.0, 12)
-
-
-@pytest.fixture(scope="module")
-def oscillator():
-    """Stan's damped oscillator y1' = y2, y2' = -y1 - theta y2."""
-    return OdeSystem(
-        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]],
-        states=["x", "v"],
-        params=["theta"],
-        name="damped_oscillator",
-    )
 
 
 def _solution(system, y0, params, times=TIMES, **controls):
@@ -57,33 +45,6 @@ def test_gradient_matches_finite_differences(oscillator):
         abs_tol=5e-5,
         rel_tol=5e-5,
     )
-
-
-def test_the_graph_uses_the_discrete_adjoint_and_agrees_with_forward_on_pka(reference_system):
-    system = reference_system("pka")
-    times = np.linspace(0.0, 600.0, 31)
-    params = pt.dvector("params")
-    weights = np.random.default_rng(1).normal(size=(times.size, system.n_states))
-    grads = {}
-    for route, extra in (("forward", {}), ("adjoint", {"adjoint_method": "discrete"})):
-        y = ode_solution(
-            system,
-            system.x0,
-            times,
-            params,
-            sensitivity=route,
-            on_failure="raise",
-            relative_tolerance=1e-9,
-            absolute_tolerance=1e-11,
-            **extra,
-        )
-        if extra:
-            assert isinstance(y.owner.inputs[0].owner.op, OdeDiscreteAdjointOp)
-        grads[route] = pytensor.function([params], pytensor.grad((y * weights).sum(), params))(
-            system.p_nominal
-        )
-    scale = np.abs(grads["forward"]).max()
-    assert np.abs(grads["adjoint"] - grads["forward"]).max() < 1e-5 * scale
 
 
 def test_batch_equals_single_experiments_and_numba_mode_equals_python(oscillator):

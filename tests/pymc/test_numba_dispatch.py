@@ -16,16 +16,6 @@ from pymc_odesens import OdeSystem, ode_solution, solve
 TIMES = np.linspace(0.5, 10.0, 12)
 
 
-@pytest.fixture(scope="module")
-def oscillator():
-    return OdeSystem(
-        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]],
-        states=["x", "v"],
-        params=["theta"],
-        name="damped_oscillator",
-    )
-
-
 @pytest.mark.parametrize(
     "route, method",
     [

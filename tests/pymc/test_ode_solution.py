@@ -17,19 +17,9 @@ from pymc_odesens import (
     solve,
     solve_sensitivity,
 )
+from pymc_odesens.pymc.ops import OdeDiscreteAdjointOp
 
 TIMES = np.linspace(0.5, 10.0, 12)
-
-
-@pytest.fixture(scope="module")
-def oscillator():
-    """Stan's damped oscillator y1' = y2, y2' = -y1 - theta y2."""
-    return OdeSystem(
-        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]],
-        states=["x", "v"],
-        params=["theta"],
-        name="damped_oscillator",
-    )
 
 
 def _loss(system, route, method, **controls):
@@ -76,13 +66,20 @@ def test_gradient_matches_finite_differences(oscillator, route, method):
     )
 
 
-def test_forward_and_adjoint_agree_on_pka(reference_system):
+def test_forward_and_both_adjoints_agree_on_pka(reference_system):
+    """The gradient through the forward route, the continuous adjoint and the discrete
+    adjoint (whose graph holds OdeDiscreteAdjointOp) agree to 1e-5 on pka."""
     system = reference_system("pka")
     times = np.linspace(0.0, 600.0, 31)
     params = pt.dvector("params")
     weights = np.random.default_rng(1).normal(size=(times.size, system.n_states))
     grads = {}
-    for route in ("forward", "adjoint"):
+    routes = (
+        ("forward", "forward", {}),
+        ("adjoint", "adjoint", {}),
+        ("discrete adjoint", "adjoint", {"adjoint_method": "discrete"}),
+    )
+    for label, route, extra in routes:
         y = ode_solution(
             system,
             system.x0,
@@ -92,12 +89,16 @@ def test_forward_and_adjoint_agree_on_pka(reference_system):
             on_failure="raise",
             relative_tolerance=1e-9,
             absolute_tolerance=1e-11,
+            **extra,
         )
-        grads[route] = pytensor.function([params], pytensor.grad((y * weights).sum(), params))(
+        if extra:
+            assert isinstance(y.owner.inputs[0].owner.op, OdeDiscreteAdjointOp)
+        grads[label] = pytensor.function([params], pytensor.grad((y * weights).sum(), params))(
             system.p_nominal
         )
     scale = np.abs(grads["forward"]).max()
-    assert np.abs(grads["adjoint"] - grads["forward"]).max() < 1e-5 * scale
+    for label in ("adjoint", "discrete adjoint"):
+        assert np.abs(grads[label] - grads["forward"]).max() < 1e-5 * scale, label
 
 
 def test_values_match_solve(oscillator):

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from pymc_odesens import (
-    ImplicitEvent,
     OdeSystem,
     adjoint_forward,
     adjoint_gradient,
@@ -29,7 +28,7 @@ from tests.sensitivity.adjoint_reference import (
     relative_error,
 )
 from tests.sensitivity.discrete_replay import replay_outputs
-from tests.solvers.test_events import pk_system
+from tests.solvers.test_events import pk_system, terminal_decay_system
 
 DISCRETE = {"adjoint_method": "discrete"}
 
@@ -232,12 +231,7 @@ def test_dosing_matches_forward_sensitivities(lag):
 def test_terminal_event_against_the_closed_form():
     """x' = -k x stopped at x = c: outputs after tau are frozen at c, so their cotangent
     reaches c only (dx/dc = 1) and k only through tau."""
-    system = OdeSystem(
-        lambda t, y, p: [-p.k * y.x],
-        states=["x"],
-        params=["k", "c"],
-        events=[ImplicitEvent(lambda t, y, p: y.x - p.c, terminal=True, direction="down")],
-    )
+    system = terminal_decay_system()
     p = np.array([0.7, 0.5])
     tau = np.log(1 / p[1]) / p[0]
     times = np.array([0.5, tau + 0.5, 3.0])

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from pymc_odesens import OdeSystem, adjoint_gradient, solve, solve_sensitivity
-from pymc_odesens.model import ImplicitEvent
 from tests.conftest import model_path
-from tests.solvers.test_events import pk_closed_form, pk_system
+from tests.solvers.test_events import pk_closed_form, pk_system, terminal_decay_system
 
 METHODS = ("rk45", "ckrk", "bdf", "adams")
 TIGHT = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
@@ -174,12 +173,7 @@ def test_adjoint_dosing_matches_forward_sensitivities(lag):
 def test_terminal_event_sensitivities_against_the_closed_form(method):
     """x' = -k x stopped at x = c: tau = log(1/c) / k, and x stays at c, so dx/dk = 0
     after tau while d tau/dk = -tau / k; before tau dx/dk = -t exp(-k t)."""
-    system = OdeSystem(
-        lambda t, y, p: [-p.k * y.x],
-        states=["x"],
-        params=["k", "c"],
-        events=[ImplicitEvent(lambda t, y, p: y.x - p.c, terminal=True, direction="down")],
-    )
+    system = terminal_decay_system()
     p = np.array([0.7, 0.5])
     tau = np.log(1 / p[1]) / p[0]
     times = np.array([0.5, tau + 0.5, 3.0])

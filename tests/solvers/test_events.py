@@ -91,6 +91,16 @@ def test_output_at_event_time_is_the_right_limit(ball, ball_exact, method):
     assert abs(tau_num - tau) < 1e-9
 
 
+def terminal_decay_system():
+    """x' = -k x, stopped when x falls to c (terminal event; tau = log(x0 / c) / k)."""
+    return OdeSystem(
+        lambda t, y, p: [-p.k * y.x],
+        states=["x"],
+        params=["k", "c"],
+        events=[ImplicitEvent(lambda t, y, p: y.x - p.c, terminal=True, direction="down")],
+    )
+
+
 def pk_system(lag: bool = False):
     """One-compartment oral dosing: gut' = -ka gut, central' = ka gut - ke central."""
 

@@ -11,14 +11,6 @@ from pymc_odesens.solvers.controls import resolve_controls
 ALL = ("rk45", "ckrk", "bdf", "adams")
 
 
-@pytest.fixture(scope="module")
-def oscillator():
-    # Stan's damped harmonic oscillator
-    return OdeSystem(
-        lambda t, y, p: [y[1], -y[0] - p[0] * y[1]], states=["x", "v"], params=["theta"]
-    )
-
-
 def exact_oscillator(t, theta=0.15):
     w = np.sqrt(1 - theta**2 / 4)
     a = theta / 2
