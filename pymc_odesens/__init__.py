@@ -4,6 +4,7 @@ Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
 Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, adjoint, PBS/PBSR/Exp),
+steady states with their sensitivities by :func:`steady_state`,
 PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent` and
 :class:`ExplicitEvent`.
 """
@@ -25,10 +26,16 @@ from pymc_odesens.sensitivity import (
     AdjointGradient,
     FisherInformationResult,
     SensitivityResult,
+    SteadyStateError,
+    SteadyStateGradient,
+    SteadyStateNotReachedError,
+    SteadyStateResult,
+    SteadyStateSingularError,
     adjoint_forward,
     adjoint_gradient,
     fisher_information,
     solve_sensitivity,
+    steady_state,
 )
 from pymc_odesens.solvers import (
     EventTimeError,
@@ -57,6 +64,12 @@ __all__ = [
     "solve",
     "solve_sensitivity",
     "SensitivityResult",
+    "steady_state",
+    "SteadyStateResult",
+    "SteadyStateGradient",
+    "SteadyStateError",
+    "SteadyStateNotReachedError",
+    "SteadyStateSingularError",
     "adjoint_gradient",
     "adjoint_forward",
     "AdjointGradient",
