@@ -4,8 +4,9 @@ Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
 Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, adjoint, PBS/PBSR/Exp),
-steady states with their sensitivities by :func:`steady_state`,
-PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent` and
+steady states with their sensitivities by :func:`steady_state`, PyMC tensors by
+:func:`ode_solution` (pre-equilibration: :class:`Preequilibration`) and
+:func:`steady_state_solution`, events by :class:`ImplicitEvent` and
 :class:`ExplicitEvent`.
 """
 
@@ -14,12 +15,14 @@ from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
 from pymc_odesens.pymc import (
     SMMALA,
     OdeSolverFailureWarning,
+    Preequilibration,
     choose_sensitivity_route,
     failure_counts,
     failure_summary,
     fisher_information_tensor,
     ode_solution,
     reset_failure_counts,
+    steady_state_solution,
 )
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
@@ -54,6 +57,8 @@ __all__ = [
     "ImplicitEvent",
     "ExplicitEvent",
     "ode_solution",
+    "steady_state_solution",
+    "Preequilibration",
     "choose_sensitivity_route",
     "failure_counts",
     "failure_summary",

@@ -15,128 +15,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_odesens.codegen import compile_kernels, compile_sensitivity_kernel
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.conservation import ConservationLaws
 from pymc_odesens.sensitivity import steady_state_status as ss
-from pymc_odesens.sensitivity.steady_state_errors import (
-    SteadyStateNotReachedError,
-    SteadyStateSingularError,
+from pymc_odesens.sensitivity.steady_state_controls import (
+    STEADY_STATE_SENSITIVITIES,
+    SteadyStateControls,
+    check_steady_state_system,
+    resolve_steady_state_controls,
 )
-from pymc_odesens.sensitivity.steady_state_linear import MIN_RECIPROCAL_CONDITION
-from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.compiled_entry import compiled_entry
-from pymc_odesens.solvers.controls import resolve_controls
-from pymc_odesens.solvers.errors import OdeSolverError
+from pymc_odesens.sensitivity.steady_state_problem import SteadyStateProblem, steady_state_error
 from pymc_odesens.solvers.solve import validate_vector
 
-__all__ = [
-    "steady_state",
-    "SteadyStateResult",
-    "SteadyStateGradient",
-    "SteadyStateControls",
-    "resolve_steady_state_controls",
-    "STEADY_STATE_METHODS",
-    "STEADY_STATE_SENSITIVITIES",
-    "check_steady_state_system",
-    "raise_for_steady_state",
-]
-
-STEADY_STATE_METHODS = tuple(ss.MODES)
-STEADY_STATE_SENSITIVITIES = ("implicit", "integration", "none")
-DEFAULT_MAX_NEWTON_ITERATIONS = 40
-DEFAULT_MAX_NUM_STEPS = 10_000
-DEFAULT_MAX_TIME = 1e12
-
-
-@dataclass(frozen=True)
-class SteadyStateControls:
-    """Validated controls of a steady-state computation.
-
-    Attributes
-    ----------
-    method : {"auto", "newton", "integration"}
-    relative_tolerance : float
-    absolute_tolerance : numpy.ndarray, shape (N,)
-    max_newton_iterations : int
-    max_num_steps : int
-        Integration steps over all horizons together.
-    max_time : float
-        Longest integrated time.
-    nonnegative : bool
-    """
-
-    method: str
-    relative_tolerance: float
-    absolute_tolerance: np.ndarray
-    max_newton_iterations: int
-    max_num_steps: int
-    max_time: float
-    nonnegative: bool
-
-    @property
-    def mode(self) -> int:
-        return ss.MODES[self.method]
-
-
-def resolve_steady_state_controls(
-    n_states: int,
-    method: str = "auto",
-    relative_tolerance=None,
-    absolute_tolerance=None,
-    max_newton_iterations: int | None = None,
-    max_num_steps: int | None = None,
-    max_time: float | None = None,
-    nonnegative: bool = False,
-) -> SteadyStateControls:
-    """Fill the defaults and validate the controls (errors name the argument)."""
-    if not isinstance(method, str) or method not in ss.MODES:
-        raise ValueError(
-            f"method must be one of {', '.join(map(repr, STEADY_STATE_METHODS))}; got {method!r}"
-        )
-    base = resolve_controls(
-        "bdf",
-        n_states,
-        relative_tolerance,
-        absolute_tolerance,
-        DEFAULT_MAX_NUM_STEPS if max_num_steps is None else max_num_steps,
-    )
-    iterations = (
-        DEFAULT_MAX_NEWTON_ITERATIONS if max_newton_iterations is None else (max_newton_iterations)
-    )
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)):
-        raise TypeError(f"max_newton_iterations must be an int >= 1, got {iterations!r}")
-    if iterations < 1:
-        raise ValueError(f"max_newton_iterations must be >= 1, got {iterations}")
-    horizon = DEFAULT_MAX_TIME if max_time is None else max_time
-    try:
-        horizon = float(horizon)
-    except (TypeError, ValueError):
-        raise TypeError(f"max_time must be a positive float, got {max_time!r}") from None
-    if not horizon > 0.0:
-        raise ValueError(f"max_time must be positive, got {max_time!r}")
-    if not isinstance(nonnegative, (bool, np.bool_)):
-        raise TypeError(f"nonnegative must be True or False, got {nonnegative!r}")
-    return SteadyStateControls(
-        method=method,
-        relative_tolerance=base.relative_tolerance,
-        absolute_tolerance=base.absolute_tolerance,
-        max_newton_iterations=int(iterations),
-        max_num_steps=base.max_num_steps,
-        max_time=horizon,
-        nonnegative=bool(nonnegative),
-    )
-
-
-def check_steady_state_system(system: OdeSystem) -> None:
-    """Raise if ``system`` is not an OdeSystem or has events (a steady state ignores them)."""
-    if not isinstance(system, OdeSystem):
-        raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
-    if system.events:
-        raise ValueError(
-            f"steady states of systems with events are not supported: {system.name!r} declares "
-            f"{', '.join(e.name for e in system.events)}"
-        )
+__all__ = ["steady_state", "SteadyStateResult", "SteadyStateGradient"]
 
 
 @dataclass
@@ -220,67 +111,16 @@ class SteadyStateResult:
             return SteadyStateGradient(params=self.S.T @ w, y0=self.S_y0.T @ w)
         from pymc_odesens.sensitivity.steady_state_implicit import implicit_vjp
 
-        kernels, p_kernel, laws, factors, initial_jac = self._vjp_data
+        problem, p_kernel, factors, initial_jac = self._vjp_data
         grad_p = np.zeros(len(self.params))
         grad_y0 = np.zeros(n)
         implicit_vjp(
-            kernels.vjp_p, self.t, self.y, p_kernel, laws.matrix, laws.dependent,
+            problem.kernels.vjp_p, self.t, self.y, p_kernel, problem.cons, problem.dependent,
             *factors, w, grad_p, grad_y0,
         )  # fmt: skip
         if initial_jac is not None:
             grad_p += initial_jac @ grad_y0
         return SteadyStateGradient(params=grad_p, y0=grad_y0)
-
-
-def raise_for_steady_state(
-    status: int, info: np.ndarray, stats: dict, system: OdeSystem, controls: SteadyStateControls
-) -> None:
-    """Raise the exception that matches a status of :func:`find_steady_state` (or nothing)."""
-    if status == ss.CONVERGED:
-        return
-    residual = float(info[ss.INFO_RESIDUAL])
-    t = float(info[ss.INFO_TIME])
-    newton = ss.NEWTON_OUTCOMES.get(int(info[ss.INFO_NEWTON]), "unknown")
-    message = (
-        f"no steady state of {system.name!r} reached (method {controls.method!r}): residual "
-        f"norm {residual:.3g} (needs < 1) at time {t:.6g} after "
-        f"{stats['n_newton_iterations']} Newton iterations and "
-        f"{stats['n_integration_steps']} integration steps; Newton: {newton}"
-    )
-    solver_status = int(info[ss.INFO_SOLVER_STATUS])
-    solver_info = np.asarray(info[ss.INFO_SOLVER : ss.INFO_SOLVER + st.INFO_SIZE])
-    cause = None
-    if solver_status == st.MAX_NUM_STEPS:
-        message += (
-            f"; integration used its budget of max_num_steps = {controls.max_num_steps} steps "
-            f"(at t = {solver_info[0]:.6g})"
-        )
-    elif solver_status != st.SUCCESS:
-        try:
-            st.raise_for_status(solver_status, solver_info, "bdf", system.states)
-        except OdeSolverError as error:
-            cause = error
-            message += f"; integration failed: {error}"
-    elif stats["n_horizons"]:
-        message += f"; integration reached max_time = {controls.max_time:g}"
-    raise SteadyStateNotReachedError(message, residual_norm=residual, t=t, stats=stats) from cause
-
-
-def _singular_message(system: OdeSystem, result_t: float, rcond: float) -> str:
-    laws = system.conservation_laws
-    hint = (
-        f" J_y has {laws.unresolved} left null vector(s) at random points that are not "
-        "provable conservation laws (coefficients that depend on parameters, such as "
-        "compartment volumes?)"
-        if laws.unresolved
-        else " The steady state is not isolated, or a conservation law was not found"
-    )
-    return (
-        f"the steady state of {system.name!r} (reached at t = {result_t:.6g}) has a singular "
-        f"Jacobian on its {laws.n_laws} conservation law(s) (reciprocal condition "
-        f"{rcond:.2g} < {MIN_RECIPROCAL_CONDITION:g}), so the implicit function theorem "
-        f"gives no sensitivities.{hint}; sensitivity='integration' integrates them instead."
-    )
 
 
 def steady_state(
@@ -374,7 +214,8 @@ def steady_state(
         raise TypeError(f"t0 must be a float, got {t0!r}") from None
     if not np.isfinite(t0):
         raise ValueError(f"t0 must be finite, got {t0!r}")
-    kernels = compile_kernels(system)
+    problem = SteadyStateProblem(system, controls, sensitivity == "integration")
+    kernels = problem.kernels
     p_kernel = params if n_p else np.zeros(1)
     initial_jac = None
     if y0 is None:
@@ -383,76 +224,34 @@ def steady_state(
         y0 = kernels.evaluate("initial_state", t0, np.zeros(n), params)
         initial_jac = kernels.evaluate("initial_state_jac", t0, np.zeros(n), params)
     y0 = validate_vector("y0", y0, n, "one value per state")
-    laws = system.conservation_laws
-    from pymc_odesens.sensitivity.steady_state_core import find_steady_state
-
+    z0 = y0
     if sensitivity == "integration":
-        blocks = n_p + n
-        rhs = compile_sensitivity_kernel(system, "both")
-        s0 = np.zeros((blocks, n))
+        s0 = np.zeros((problem.blocks, n))
         if initial_jac is not None:
             s0[:n_p] = initial_jac
         s0[n_p:] = np.eye(n)
-        z = np.concatenate((y0, s0.ravel()))
-        mode = ss.INTEGRATION
-    else:
-        blocks = 0
-        rhs = kernels.rhs
-        z = y0.copy()
-        mode = controls.mode
-    n_z = z.size
-    lu = np.zeros((n, n))
-    pivots = np.zeros(n, dtype=np.int64)
-    scales = np.zeros(2 * n + 1)
-    stats_arr = np.zeros(len(ss.STAT_NAMES), dtype=np.int64)
-    info = np.zeros(ss.INFO_SIZE)
-    status = compiled_entry(find_steady_state)(
-        mode,
-        rhs,
-        kernels.jac_y,
-        t0,
-        z,
-        p_kernel,
-        np.ascontiguousarray(laws.matrix),
-        laws.dependent,
-        np.full(n_z, controls.relative_tolerance),
-        np.tile(controls.absolute_tolerance, 1 + blocks),
-        n,
-        controls.max_newton_iterations,
-        controls.max_num_steps,
-        controls.max_time,
-        int(controls.nonnegative),
-        lu,
-        pivots,
-        scales,
-        stats_arr,
-        info,
-    )
-    stats = {name: int(v) for name, v in zip(ss.STAT_NAMES, stats_arr)}
-    raise_for_steady_state(status, info, stats, system, controls)
-    y_star = z[:n].copy()
-    t_star = float(info[ss.INFO_TIME])
-    rcond = float(info[ss.INFO_RCOND])
+        z0 = np.concatenate((y0, s0.ravel()))
+    run = problem.find(z0, p_kernel, t0)
+    if sensitivity == "implicit":
+        problem.check_regular(run)
+    stats = run.stats_dict()
+    error = steady_state_error(run.status, run.info, stats, system, controls)
+    if error is not None:
+        raise error
+    y_star = run.z[:n].copy()
     s_params = s_y0 = None
     if sensitivity == "integration":
-        sens = z[n:].reshape(blocks, n)
+        sens = run.z[n:].reshape(problem.blocks, n)
         s_params = np.ascontiguousarray(sens[:n_p].T)
         s_y0 = np.ascontiguousarray(sens[n_p:].T)
     elif sensitivity == "implicit":
-        if not rcond >= MIN_RECIPROCAL_CONDITION:
-            raise SteadyStateSingularError(
-                _singular_message(system, t_star, rcond),
-                residual_norm=float(info[ss.INFO_RESIDUAL]),
-                t=t_star,
-                stats=stats,
-            )
         from pymc_odesens.sensitivity.steady_state_implicit import implicit_sensitivities
 
         rows_p = np.zeros((n_p, n))
         rows_y0 = np.zeros((n, n))
         implicit_sensitivities(
-            kernels.jac_p, t_star, y_star, p_kernel, np.ascontiguousarray(laws.matrix),
-            laws.dependent, lu, pivots, scales, rows_p, rows_y0,
+            kernels.jac_p, run.t, y_star, p_kernel, problem.cons, problem.dependent,
+            *run.factors, rows_p, rows_y0,
         )  # fmt: skip
         s_params = np.ascontiguousarray(rows_p.T)
         s_y0 = np.ascontiguousarray(rows_y0.T)
@@ -462,23 +261,17 @@ def steady_state(
         y=y_star,
         S=s_params,
         S_y0=s_y0,
-        t=t_star,
-        route=ss.ROUTE_NAMES[int(info[ss.INFO_ROUTE])],
-        residual_norm=float(info[ss.INFO_RESIDUAL]),
-        reciprocal_condition=rcond,
+        t=run.t,
+        route=ss.ROUTE_NAMES[int(run.info[ss.INFO_ROUTE])],
+        residual_norm=float(run.info[ss.INFO_RESIDUAL]),
+        reciprocal_condition=run.reciprocal_condition,
         stats=stats,
-        conservation_laws=laws,
+        conservation_laws=problem.laws,
         sensitivity=sensitivity,
         controls=controls,
         states=list(system.states),
         params=list(system.params),
-        _vjp_data=(
-            kernels,
-            p_kernel,
-            laws,
-            (lu, pivots, scales),
-            initial_jac,
-        )
+        _vjp_data=(problem, p_kernel, run.factors, initial_jac)
         if sensitivity == "implicit"
         else None,
     )

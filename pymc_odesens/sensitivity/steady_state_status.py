@@ -10,6 +10,7 @@ __all__ = [
     "CONVERGED",
     "NOT_REACHED",
     "INTEGRATION_FAILED",
+    "SINGULAR",
     "ROUTE_NONE",
     "ROUTE_NEWTON",
     "ROUTE_INTEGRATION",
@@ -30,6 +31,7 @@ MODES = {"auto": AUTO, "newton": NEWTON, "integration": INTEGRATION}
 CONVERGED = 0
 NOT_REACHED = 1  # Newton failed (method "newton"), or integration ran out of time or steps
 INTEGRATION_FAILED = 2  # the integrator stopped with an error (info holds its status)
+SINGULAR = 3  # set by callers: converged, but the bordered Jacobian is singular there
 
 # the route that reached the steady state
 ROUTE_NONE = 0
