@@ -50,6 +50,15 @@ class SteadyStateSpec:
         """Kernels, conservation laws and tolerance arrays (prepared once)."""
         return SteadyStateProblem(self.system, self.controls)
 
+    def __getstate__(self) -> dict:
+        """Pickle without the prepared problem (its compiled kernels reload from the cache)."""
+        state = dict(self.__dict__)
+        state.pop("problem", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     def label(self, experiment: int) -> str:
         who = f"experiment {experiment} of " if self.n_experiments > 1 else ""
         return f"steady state of {who}system {self.system.name!r}"

@@ -21,7 +21,15 @@ class SteadyStateError(OdeSolverError):
         steps, ...).
     """
 
-    def __init__(self, message: str, *, residual_norm: float, t: float, stats=None, **kwargs):
+    def __init__(
+        self,
+        message: str,
+        *,
+        residual_norm: float = float("nan"),
+        t: float = float("nan"),
+        stats=None,
+        **kwargs,
+    ):
         super().__init__(message, t=t, **kwargs)
         self.residual_norm = residual_norm
         self.stats = {} if stats is None else dict(stats)
