@@ -109,9 +109,27 @@ def _funcify_steady_state(op, node=None, **kwargs):
             start = z.copy()
             stats[:] = 0
             status = find(
-                mode, rhs, jac, t0, z, pe, cons_w, dependent_w, rtol_w, atol_w, n, iterations,
-                steps, max_time, nonnegative, lu, pivots, scales, stats, info,
-            )  # fmt: skip
+                mode,
+                rhs,
+                jac,
+                t0,
+                z,
+                pe,
+                cons_w,
+                dependent_w,
+                rtol_w,
+                atol_w,
+                n,
+                iterations,
+                steps,
+                max_time,
+                nonnegative,
+                lu,
+                pivots,
+                scales,
+                stats,
+                info,
+            )
             if status == ss.CONVERGED and not info[ss.INFO_RCOND] >= min_rcond:
                 status = ss.SINGULAR
             if status != ss.CONVERGED:
@@ -160,9 +178,17 @@ def _funcify_steady_state_vjp(op, node=None, **kwargs):
                 continue
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             vjp(
-                jac, vjp_p, t[e], np.ascontiguousarray(y[e]), pe, cons_w, dependent_w,
-                np.ascontiguousarray(cotangent[e]), grad_p[e], grad_y0[e],
-            )  # fmt: skip
+                jac,
+                vjp_p,
+                t[e],
+                np.ascontiguousarray(y[e]),
+                pe,
+                cons_w,
+                dependent_w,
+                np.ascontiguousarray(cotangent[e]),
+                grad_p[e],
+                grad_y0[e],
+            )
             if from_system:
                 _add_initial_state_path(init_jac, t0, pe, grad_y0[e], grad_p[e], jac0, unused)
         return grad_y0, grad_p

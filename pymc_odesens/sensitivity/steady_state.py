@@ -115,9 +115,17 @@ class SteadyStateResult:
         grad_p = np.zeros(len(self.params))
         grad_y0 = np.zeros(n)
         implicit_vjp(
-            problem.kernels.vjp_p, self.t, self.y, p_kernel, problem.cons, problem.dependent,
-            *factors, w, grad_p, grad_y0,
-        )  # fmt: skip
+            problem.kernels.vjp_p,
+            self.t,
+            self.y,
+            p_kernel,
+            problem.cons,
+            problem.dependent,
+            *factors,
+            w,
+            grad_p,
+            grad_y0,
+        )
         if initial_jac is not None:
             grad_p += initial_jac @ grad_y0
         return SteadyStateGradient(params=grad_p, y0=grad_y0)
@@ -202,9 +210,15 @@ def steady_state(
         )
     n, n_p = system.n_states, system.n_params
     controls = resolve_steady_state_controls(
-        n, method, relative_tolerance, absolute_tolerance, max_newton_iterations,
-        max_num_steps, max_time, nonnegative,
-    )  # fmt: skip
+        n,
+        method,
+        relative_tolerance,
+        absolute_tolerance,
+        max_newton_iterations,
+        max_num_steps,
+        max_time,
+        nonnegative,
+    )
     if sensitivity == "integration" and method == "newton":
         raise ValueError("sensitivity='integration' integrates: use method 'auto' or 'integration'")
     params = validate_vector("params", params, n_p, "one value per parameter")
@@ -250,9 +264,16 @@ def steady_state(
         rows_p = np.zeros((n_p, n))
         rows_y0 = np.zeros((n, n))
         implicit_sensitivities(
-            kernels.jac_p, run.t, y_star, p_kernel, problem.cons, problem.dependent,
-            *run.factors, rows_p, rows_y0,
-        )  # fmt: skip
+            kernels.jac_p,
+            run.t,
+            y_star,
+            p_kernel,
+            problem.cons,
+            problem.dependent,
+            *run.factors,
+            rows_p,
+            rows_y0,
+        )
         s_params = np.ascontiguousarray(rows_p.T)
         s_y0 = np.ascontiguousarray(rows_y0.T)
         if initial_jac is not None:

@@ -120,9 +120,29 @@ def find_steady_state(
     if mode != ss.INTEGRATION and newton_allowed:
         stats[ss.N_NEWTON_ATTEMPTS] += 1
         outcome, norm = damped_newton(
-            rhs, jac, t, z, p, cons, dependent, totals, rtol, atol, max_newton_iterations,
-            nonnegative, jac_work, lu, pivots, scales, f, f_trial, weights, step, y_trial, stats,
-        )  # fmt: skip
+            rhs,
+            jac,
+            t,
+            z,
+            p,
+            cons,
+            dependent,
+            totals,
+            rtol,
+            atol,
+            max_newton_iterations,
+            nonnegative,
+            jac_work,
+            lu,
+            pivots,
+            scales,
+            f,
+            f_trial,
+            weights,
+            step,
+            y_trial,
+            stats,
+        )
         info[ss.INFO_NEWTON] = outcome
         if outcome == ss.NEWTON_CONVERGED:
             route = ss.ROUTE_NEWTON
@@ -162,10 +182,29 @@ def find_steady_state(
                 y_newton[:] = z
                 stats[ss.N_NEWTON_ATTEMPTS] += 1
                 outcome, newton_norm = damped_newton(
-                    rhs, jac, t, y_newton, p, cons, dependent, totals, rtol, atol,
-                    max_newton_iterations, nonnegative, jac_work, lu, pivots, scales, f,
-                    f_trial, weights, step, y_trial, stats,
-                )  # fmt: skip
+                    rhs,
+                    jac,
+                    t,
+                    y_newton,
+                    p,
+                    cons,
+                    dependent,
+                    totals,
+                    rtol,
+                    atol,
+                    max_newton_iterations,
+                    nonnegative,
+                    jac_work,
+                    lu,
+                    pivots,
+                    scales,
+                    f,
+                    f_trial,
+                    weights,
+                    step,
+                    y_trial,
+                    stats,
+                )
                 info[ss.INFO_NEWTON] = outcome
                 if outcome == ss.NEWTON_CONVERGED:
                     z[:] = y_newton

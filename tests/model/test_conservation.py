@@ -99,8 +99,9 @@ def test_inflow_null_vector_is_not_a_law():
 
 def test_parameter_dependent_law_is_reported_unresolved():
     # V1 y0 + V2 y1 is conserved, with coefficients that are parameters
-    system = OdeSystem(lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2], 2,
-                       params=["k", "V1", "V2"])  # fmt: skip
+    system = OdeSystem(
+        lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2], 2, params=["k", "V1", "V2"]
+    )
     laws = system.conservation_laws
     assert laws.n_laws == 0
     assert laws.unresolved == 1

@@ -53,9 +53,18 @@ def preequilibrated_objective(system, route, extra, mode="FAST_RUN"):
     """``theta -> (L, dL/dtheta)`` with ``L`` a weighted sum of the solution after
     pre-equilibration without the stimulus (times include inf)."""
     theta = pt.dvector("theta")
-    y = ode_solution(system, Y0, TIMES, theta, sensitivity=route, on_failure="raise",
-                     preequilibration=Preequilibration(unstimulated(theta)),
-                     steady_state_controls=TIGHT_STEADY, **TIGHT, **extra)  # fmt: skip
+    y = ode_solution(
+        system,
+        Y0,
+        TIMES,
+        theta,
+        sensitivity=route,
+        on_failure="raise",
+        preequilibration=Preequilibration(unstimulated(theta)),
+        steady_state_controls=TIGHT_STEADY,
+        **TIGHT,
+        **extra,
+    )
     weights = np.random.default_rng(0).normal(size=(TIMES.size, 4))
     loss = (y * weights).sum()
     return pytensor.function([theta], [loss, pytensor.grad(loss, theta)], mode=mode)
@@ -80,8 +89,9 @@ def test_preequilibration_gradient_matches_central_differences(pathway, route, e
     [ROUTES[0], *(pytest.param(*r, marks=pytest.mark.slow) for r in ROUTES[1:])],
 )
 def test_numba_mode_matches_python_mode(pathway, route, extra):
-    results = [preequilibrated_objective(pathway, route, extra, mode)(P0) for mode in
-               ("FAST_RUN", "NUMBA")]  # fmt: skip
+    results = [
+        preequilibrated_objective(pathway, route, extra, mode)(P0) for mode in ("FAST_RUN", "NUMBA")
+    ]
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-13)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12, atol=1e-15)
 
@@ -90,18 +100,25 @@ def test_preequilibration_and_inf_values(pathway):
     theta = pt.dvector("theta")
     reinitialize = np.array([False, False, True, False])
     y0_main = np.array([1.0, 0.0, 5.0, 0.0])  # X is re-initialised to 5 after pre-equilibration
-    y = ode_solution(pathway, y0_main, TIMES, theta, sensitivity="none", on_failure="raise",
-                     preequilibration=Preequilibration(unstimulated(theta), y0=Y0,
-                                                       reinitialize=reinitialize),
-                     **TIGHT)  # fmt: skip
+    y = ode_solution(
+        pathway,
+        y0_main,
+        TIMES,
+        theta,
+        sensitivity="none",
+        on_failure="raise",
+        preequilibration=Preequilibration(unstimulated(theta), y0=Y0, reinitialize=reinitialize),
+        **TIGHT,
+    )
     values = pytensor.function([theta], y)(P0)
     p_pre = P0.copy()
     p_pre[2] = 0.0
     start = steady_state(pathway, Y0, p_pre).y
     start[2] = 5.0
     np.testing.assert_allclose(values[0], start, rtol=1e-12)
-    np.testing.assert_allclose(values[1:3], solve(pathway, start, TIMES[1:3], P0, method="bdf",
-                                                  **TIGHT).y, rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        values[1:3], solve(pathway, start, TIMES[1:3], P0, method="bdf", **TIGHT).y, rtol=1e-12
+    )
     # inf: the steady state from the simulation's initial state with the main parameters
     np.testing.assert_allclose(values[3], steady_state(pathway, start, P0).y, rtol=1e-12)
     assert not np.allclose(values[3], steady_state(pathway, Y0, P0).y)  # the totals moved
@@ -110,24 +127,40 @@ def test_preequilibration_and_inf_values(pathway):
 def test_inf_rows_per_experiment(pathway):
     params = pt.dmatrix("params")
     times = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, np.inf]])
-    y = ode_solution(pathway, Y0, times, pt.specify_shape(params, (2, 6)), on_failure="raise",
-                     sensitivity="forward", **TIGHT)  # fmt: skip
+    y = ode_solution(
+        pathway,
+        Y0,
+        times,
+        pt.specify_shape(params, (2, 6)),
+        on_failure="raise",
+        sensitivity="forward",
+        **TIGHT,
+    )
     p_rows = np.array([P0, P0 * 1.5])
     values = pytensor.function([params], y)(p_rows)
     # (forward sensitivities take part in the error test: other steps than a plain solve)
-    np.testing.assert_allclose(values[0], solve(pathway, Y0, times[0], P0, method="bdf",
-                                                **TIGHT).y, rtol=1e-8)  # fmt: skip
+    np.testing.assert_allclose(
+        values[0], solve(pathway, Y0, times[0], P0, method="bdf", **TIGHT).y, rtol=1e-8
+    )
     np.testing.assert_allclose(values[1, 2], steady_state(pathway, Y0, P0 * 1.5).y, rtol=1e-12)
 
 
 def test_preequilibration_from_initial_state_of_parameters_and_batches():
-    system = OdeSystem(pathway_rhs, name="pathway_y0p", initial_state=lambda p: [p.koff, 0, 2, 0],
-                       **PATHWAY_NAMES)  # fmt: skip
+    system = OdeSystem(
+        pathway_rhs, name="pathway_y0p", initial_state=lambda p: [p.koff, 0, 2, 0], **PATHWAY_NAMES
+    )
     p_pre = pt.dmatrix("p_pre")
     theta = pt.dvector("theta")
-    y = ode_solution(system, None, [0.0, 2.0], theta, on_failure="raise", sensitivity="forward",
-                     preequilibration=Preequilibration(pt.specify_shape(p_pre, (2, 6))),
-                     **TIGHT)  # fmt: skip
+    y = ode_solution(
+        system,
+        None,
+        [0.0, 2.0],
+        theta,
+        on_failure="raise",
+        sensitivity="forward",
+        preequilibration=Preequilibration(pt.specify_shape(p_pre, (2, 6))),
+        **TIGHT,
+    )
     loss = y[:, -1, 1].sum()
     f = pytensor.function([theta, p_pre], [y, *pytensor.grad(loss, [theta, p_pre])])
     pre_values = np.array([P0 * [1, 1, 0, 1, 1, 1], P0 * [1, 1, 0, 2, 1, 1]])
@@ -140,8 +173,9 @@ def test_preequilibration_from_initial_state_of_parameters_and_batches():
     h = 1e-6
     bump = np.zeros_like(pre_values)
     bump[1, 3] = h
-    central = (f(P0, pre_values + bump)[0][:, -1, 1].sum() - f(P0, pre_values - bump)[0][:, -1, 1]
-               .sum()) / (2 * h)  # fmt: skip
+    central = (
+        f(P0, pre_values + bump)[0][:, -1, 1].sum() - f(P0, pre_values - bump)[0][:, -1, 1].sum()
+    ) / (2 * h)
     np.testing.assert_allclose(grad_pre[1, 3], central, rtol=1e-6)
     assert grad_theta.shape == (6,) and np.abs(grad_pre[1, 3]) > 1e-3
 
@@ -152,8 +186,9 @@ def test_steady_state_solution_gradient_is_the_implicit_adjoint(pathway):
     y_star = steady_state_solution(pathway, start, theta, on_failure="raise")
     w = np.array([0.5, -1.0, 2.0, 0.25])
     outputs = [y_star, *pytensor.grad((y_star * w).sum(), [theta, start])]
-    results = [pytensor.function([theta, start], outputs, mode=m)(P0, Y0) for m in
-               ("FAST_RUN", "NUMBA")]  # fmt: skip
+    results = [
+        pytensor.function([theta, start], outputs, mode=m)(P0, Y0) for m in ("FAST_RUN", "NUMBA")
+    ]
     reference = steady_state(pathway, Y0, P0)
     gradient = reference.vjp(w)
     for values in results:
@@ -164,9 +199,12 @@ def test_steady_state_solution_gradient_is_the_implicit_adjoint(pathway):
 
 
 def lotka_volterra():
-    return OdeSystem(lambda t, y, p: [p[0] * y[0] - p[1] * y[0] * y[1],
-                                      p[2] * y[0] * y[1] - p[3] * y[1]], 2, 4,
-                     name="lotka_volterra")  # fmt: skip
+    return OdeSystem(
+        lambda t, y, p: [p[0] * y[0] - p[1] * y[0] * y[1], p[2] * y[0] * y[1] - p[3] * y[1]],
+        2,
+        4,
+        name="lotka_volterra",
+    )
 
 
 NO_STEADY = dict(method="integration", max_num_steps=300)
@@ -177,9 +215,14 @@ def test_failed_preequilibration_rejects_the_proposal(mode):
     pymc_odesens.reset_failure_counts()
     with pm.Model() as model:
         a = pm.LogNormal("a", 0.0, 0.1)
-        y = ode_solution(lotka_volterra(), [1.0, 1.0], [1.0], [a, 1.0, 1.0, 3.0],
-                         preequilibration=Preequilibration([a, 1.0, 1.0, 3.0]),
-                         steady_state_controls=NO_STEADY)  # fmt: skip
+        y = ode_solution(
+            lotka_volterra(),
+            [1.0, 1.0],
+            [1.0],
+            [a, 1.0, 1.0, 3.0],
+            preequilibration=Preequilibration([a, 1.0, 1.0, 3.0]),
+            steady_state_controls=NO_STEADY,
+        )
         pm.Normal("obs", y[0, 0], 0.1, observed=1.0)
     assert "lotka_volterra_solver_failed" in model.named_vars
     logp = pytensor.function(model.value_vars, model.logp(), mode=mode)
@@ -202,8 +245,13 @@ def test_ops_pickle_without_their_compiled_kernels(pathway):
 
 def test_failure_outside_a_model_raises():
     a = pt.dscalar("a")
-    y = ode_solution(lotka_volterra(), [1.0, 1.0], [1.0, np.inf], [a, 1.0, 1.0, 3.0],
-                     steady_state_controls=NO_STEADY)  # fmt: skip
+    y = ode_solution(
+        lotka_volterra(),
+        [1.0, 1.0],
+        [1.0, np.inf],
+        [a, 1.0, 1.0, 3.0],
+        steady_state_controls=NO_STEADY,
+    )
     with pytest.raises(SteadyStateNotReachedError, match="max_num_steps = 300"):
         pytensor.function([a], y)(1.5)
 
@@ -219,8 +267,12 @@ def test_bad_arguments_fail_when_the_graph_is_built(pathway):
     with pytest.raises(ValueError, match=r"reinitialize must be a boolean array of shape \(4,\)"):
         build(preequilibration=Preequilibration(theta, reinitialize=[1, 0, 0, 0]))
     with pytest.raises(ValueError, match="reinitialize takes the re-initialised states from y0"):
-        build(y0=None, preequilibration=Preequilibration(
-            theta, y0=Y0, reinitialize=np.array([True, False, False, False])))  # fmt: skip
+        build(
+            y0=None,
+            preequilibration=Preequilibration(
+                theta, y0=Y0, reinitialize=np.array([True, False, False, False])
+            ),
+        )
     with pytest.raises(ValueError, match="inf .the steady state. may only be followed by inf"):
         build(times=[0.0, np.inf, 1.0])
     with pytest.raises(TypeError, match=r"unknown steady-state control\(s\) \['tolerance'\]"):
@@ -229,7 +281,12 @@ def test_bad_arguments_fail_when_the_graph_is_built(pathway):
         build(times=[0.0, 1.0], steady_state_controls={"method": "newton"})
     with pytest.raises(ValueError, match="the experiment axes disagree"):
         build(times=[[0.0, 1.0]] * 3, preequilibration=Preequilibration(np.tile(P0, (2, 1))))
-    dosed = OdeSystem(lambda t, y, p: [-p[0] * y[0]], 1, 1, name="dosed",
-                      events=[ExplicitEvent(times=[1.0], affect=lambda t, y, p: [y[0] + 1.0])])  # fmt: skip
+    dosed = OdeSystem(
+        lambda t, y, p: [-p[0] * y[0]],
+        1,
+        1,
+        name="dosed",
+        events=[ExplicitEvent(times=[1.0], affect=lambda t, y, p: [y[0] + 1.0])],
+    )
     with pytest.raises(ValueError, match="systems with events are not supported"):
         ode_solution(dosed, [1.0], [0.0, np.inf], [pt.dscalar("k")], on_failure="raise")

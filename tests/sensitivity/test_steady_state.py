@@ -55,8 +55,9 @@ def binding_system() -> OdeSystem:
         v2 = p.k1 * a - p.k2 * c * b
         return [-v1, -v1, v1, -v2, v2]
 
-    return OdeSystem(rhs, states=["E", "S", "C", "A", "B"], params=["kf", "kr", "k1", "k2"],
-                     name="binding")  # fmt: skip
+    return OdeSystem(
+        rhs, states=["E", "S", "C", "A", "B"], params=["kf", "kr", "k1", "k2"], name="binding"
+    )
 
 
 BINDING_P = np.array([2.0, 1.0, 0.5, 3.0])
@@ -115,8 +116,9 @@ def test_residual_test_is_the_weighted_rms_norm():
     # a start within the tolerances of the steady state passes the test as it is
     y_true, _ = linear_closed_form(LINEAR_P)
     y0 = y_true + np.array([1e-9, -2e-9, 1e-9])
-    result = steady_state(linear_system(), y0, LINEAR_P, relative_tolerance=1e-6,
-                          absolute_tolerance=1e-8)  # fmt: skip
+    result = steady_state(
+        linear_system(), y0, LINEAR_P, relative_tolerance=1e-6, absolute_tolerance=1e-8
+    )
     assert result.stats["n_newton_iterations"] == 0 and result.route == "newton"
     np.testing.assert_array_equal(result.y, y0)
     a = A_BASE.copy()
@@ -141,7 +143,7 @@ def test_integration_error_shrinks_with_tolerance():
                 absolute_tolerance=tol,
             ).y
             - y_true
-        ).max()  # fmt: skip
+        ).max()
         for tol in (1e-5, 1e-8)
     ]
     # |y - y*| <= |A^-1| |f| and the test bounds |f| by about atol + rtol |y|
@@ -169,8 +171,9 @@ def test_binding_sensitivities_against_central_differences(binding):
 
     def central(shift_p, shift_y0):
         plus = steady_state(binding, BINDING_Y0 + shift_y0, BINDING_P + shift_p, sensitivity="none")
-        minus = steady_state(binding, BINDING_Y0 - shift_y0, BINDING_P - shift_p,
-                             sensitivity="none")  # fmt: skip
+        minus = steady_state(
+            binding, BINDING_Y0 - shift_y0, BINDING_P - shift_p, sensitivity="none"
+        )
         return (plus.y - minus.y) / (2 * h)
 
     fd_p = np.column_stack([central(h * e, 0.0) for e in np.eye(4)])
@@ -181,8 +184,15 @@ def test_binding_sensitivities_against_central_differences(binding):
 
 def test_binding_sensitivities_against_long_forward_integration(binding):
     result = steady_state(binding, BINDING_Y0, BINDING_P)
-    long = solve_sensitivity(binding, BINDING_Y0, [200.0], BINDING_P, wrt="both",
-                             relative_tolerance=1e-12, absolute_tolerance=1e-12)  # fmt: skip
+    long = solve_sensitivity(
+        binding,
+        BINDING_Y0,
+        [200.0],
+        BINDING_P,
+        wrt="both",
+        relative_tolerance=1e-12,
+        absolute_tolerance=1e-12,
+    )
     np.testing.assert_allclose(long.y[0], result.y, rtol=1e-9)
     np.testing.assert_allclose(long.S[0], result.S, atol=1e-8)
     np.testing.assert_allclose(long.S_y0[0], result.S_y0, atol=1e-8)
@@ -216,16 +226,22 @@ def test_initial_state_from_parameters_adds_its_path():
         v = p.kf * y.E * y.S - p.kr * y.C
         return [-v, -v, v]
 
-    system = OdeSystem(rhs, states=["E", "S", "C"], params=["kf", "kr", "E_total"],
-                       initial_state=lambda p: [p.E_total, 2.0, 0.0])  # fmt: skip
+    system = OdeSystem(
+        rhs,
+        states=["E", "S", "C"],
+        params=["kf", "kr", "E_total"],
+        initial_state=lambda p: [p.E_total, 2.0, 0.0],
+    )
     p = np.array([2.0, 1.0, 1.5])
     result = steady_state(system, None, p)
     h = 1e-6
-    fd = np.column_stack([
-        (steady_state(system, None, p + h * e).y - steady_state(system, None, p - h * e).y)
-        / (2 * h)
-        for e in np.eye(3)
-    ])  # fmt: skip
+    fd = np.column_stack(
+        [
+            (steady_state(system, None, p + h * e).y - steady_state(system, None, p - h * e).y)
+            / (2 * h)
+            for e in np.eye(3)
+        ]
+    )
     np.testing.assert_allclose(result.S, fd, atol=1e-8)
     assert abs(result.S[2, 2]) > 0.1  # the path through y0(p) matters
     w = np.array([0.3, -1.0, 2.0])
@@ -270,18 +286,26 @@ def test_damping_and_nonnegative_states():
 def test_oscillator_gives_the_named_error_quickly():
     lotka_volterra = OdeSystem(
         lambda t, y, p: [p[0] * y[0] - p[1] * y[0] * y[1], p[2] * y[0] * y[1] - p[3] * y[1]],
-        2, 4, name="lotka_volterra",
-    )  # fmt: skip
+        2,
+        4,
+        name="lotka_volterra",
+    )
     with pytest.raises(SteadyStateNotReachedError, match="budget of max_num_steps = 2000") as info:
-        steady_state(lotka_volterra, [1.0, 1.0], [1.5, 1.0, 1.0, 3.0], method="integration",
-                     max_num_steps=2000)  # fmt: skip
+        steady_state(
+            lotka_volterra,
+            [1.0, 1.0],
+            [1.5, 1.0, 1.0, 3.0],
+            method="integration",
+            max_num_steps=2000,
+        )
     error = info.value
     assert error.residual_norm > 1.0
     assert np.isfinite(error.t) and error.t > 0.0
     assert error.stats["n_integration_steps"] == 2000
     with pytest.raises(SteadyStateNotReachedError, match="reached max_time = 30"):
-        steady_state(lotka_volterra, [1.0, 1.0], [1.5, 1.0, 1.0, 3.0], method="integration",
-                     max_time=30.0)  # fmt: skip
+        steady_state(
+            lotka_volterra, [1.0, 1.0], [1.5, 1.0, 1.0, 3.0], method="integration", max_time=30.0
+        )
     # Newton (method="auto") finds the centre, a steady state that integration never reaches
     centre = steady_state(lotka_volterra, [1.0, 1.2], [1.5, 1.0, 1.0, 3.0])
     np.testing.assert_allclose(centre.y, [3.0, 1.5], rtol=1e-12)
@@ -289,8 +313,12 @@ def test_oscillator_gives_the_named_error_quickly():
 
 def volume_system() -> OdeSystem:
     """y0 -> y1 between compartments of volumes V1, V2: V1 y0 + V2 y1 is conserved."""
-    return OdeSystem(lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2], 2,
-                     params=["k", "V1", "V2"], name="volumes")  # fmt: skip
+    return OdeSystem(
+        lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2],
+        2,
+        params=["k", "V1", "V2"],
+        name="volumes",
+    )
 
 
 def test_singular_steady_state_and_integrated_sensitivities():
@@ -329,8 +357,12 @@ def test_bad_arguments_are_named(kwargs, error, message):
 
 
 def test_systems_with_events_are_refused():
-    system = OdeSystem(lambda t, y, p: [-p[0] * y[0]], 1, 1, name="dosed",
-                       events=[ExplicitEvent(times=[1.0], affect=lambda t, y, p: [y[0] + 1.0],
-                                             name="dose")])  # fmt: skip
+    system = OdeSystem(
+        lambda t, y, p: [-p[0] * y[0]],
+        1,
+        1,
+        name="dosed",
+        events=[ExplicitEvent(times=[1.0], affect=lambda t, y, p: [y[0] + 1.0], name="dose")],
+    )
     with pytest.raises(ValueError, match="systems with events are not supported.*dose"):
         steady_state(system, [1.0], [1.0])
