@@ -61,7 +61,8 @@ class SteadyStateOp(_SteadyStateBase):
             storage[0] = value
 
     def L_op(self, inputs, outputs, output_grads):
-        for g in output_grads[1:]:
+        # failed (last) is an integer flag: its gradient is zero by definition
+        for g in output_grads[1:-1]:
             if not isinstance(g.type, DisconnectedType):
                 raise NotImplementedError("only the steady state itself can be differentiated")
         g_y = output_grads[0]
