@@ -1,6 +1,6 @@
 """Cost of steady states (issue "steady states"): routes, sensitivities, the PyMC Ops.
 
-Run:  python benchmarks/bench_steady_state.py   (about a minute; writes results/bench_steady_state.json)
+Run:  python benchmarks/bench_steady_state.py  (about 30 s; writes results/bench_steady_state.json)
 
 On the 4-state receptor/substrate pathway of ``docs/steady_state.md`` (two conservation laws),
 at the default tolerances (1e-10 / 1e-10), medians of warm calls:
@@ -113,7 +113,13 @@ def main() -> None:
         ("pre-equilibrated", Preequilibration(pt.set_subtensor(theta[2], 0.0))),
     ):
         y = ode_solution(
-            system, Y0, TIMES, theta, sensitivity="forward", on_failure="raise", preequilibration=pre
+            system,
+            Y0,
+            TIMES,
+            theta,
+            sensitivity="forward",
+            on_failure="raise",
+            preequilibration=pre,
         )
         loss = y.sum()
         for mode in ("FAST_RUN", "NUMBA"):

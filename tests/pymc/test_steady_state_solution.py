@@ -178,6 +178,15 @@ def test_preequilibration_from_initial_state_of_parameters_and_batches():
     ) / (2 * h)
     np.testing.assert_allclose(grad_pre[1, 3], central, rtol=1e-6)
     assert grad_theta.shape == (6,) and np.abs(grad_pre[1, 3]) > 1e-3
+    # the steady state alone from y0(p), in both modes
+    y_star = steady_state_solution(system, None, theta, on_failure="raise")
+    outputs = [y_star, pytensor.grad(y_star[1], theta)]
+    results = [pytensor.function([theta], outputs, mode=m)(P0) for m in ("FAST_RUN", "NUMBA")]
+    reference = steady_state(system, None, P0)
+    for value, gradient in results:
+        np.testing.assert_allclose(value, reference.y, rtol=1e-13)
+        np.testing.assert_allclose(gradient, reference.S[1], rtol=1e-10, atol=1e-14)
+    assert abs(results[0][1][3]) > 1e-3  # koff sets the total R + Rp through y0(p)
 
 
 def test_steady_state_solution_gradient_is_the_implicit_adjoint(pathway):
