@@ -221,8 +221,12 @@ def _jacobian_left_null(jacobian: sp.Matrix, t, states, params, seed: int = 0) -
     nonzero = [key for key, value in jacobian.todok().items() if value != 0]
     if not nonzero:
         return np.eye(n)
+    # dummified arguments: a state may share its name with time or be a Python keyword
     function = sp.lambdify(
-        (t, list(states), list(params)), [jacobian[i, j] for i, j in nonzero], cse=True
+        (t, list(states), list(params)),
+        [jacobian[i, j] for i, j in nonzero],
+        cse=True,
+        dummify=True,
     )
     rng = np.random.default_rng(seed)
     p = rng.uniform(0.5, 2.0, len(params))

@@ -115,3 +115,15 @@ def test_law_hidden_from_the_term_structure_is_found_numerically_and_proved():
     laws = system.conservation_laws
     assert laws.describe() == ["y0 + y1 = const"]
     assert laws.unresolved == 0
+
+
+def test_awkward_names():
+    # a state called t (not time) and one called lambda (a Python keyword)
+    system = OdeSystem(
+        lambda t, y, p: [-p.k * y["t"] * t, p.k * y["t"] * t],
+        states=["t", "lambda"],
+        params=["k"],
+    )
+    laws = system.conservation_laws
+    assert laws.describe() == ["t + lambda = const"]
+    assert laws.unresolved == 0
