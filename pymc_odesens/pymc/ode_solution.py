@@ -20,10 +20,8 @@ from pymc_odesens.pymc.steady_state_solution import (
     preequilibrated_initial_state,
     preequilibration_inputs,
     split_infinite_times,
+    steady_state_controls_from_dict,
     steady_state_tensors,
-)
-from pymc_odesens.pymc.steady_state_solution import (
-    steady_state_controls as resolve_steady_state_controls_dict,
 )
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.solvers.controls import METHODS, validate_times
@@ -292,7 +290,7 @@ def ode_solution(
     )
     ss_controls = None
     if preequilibration is not None or infinite is not None:
-        ss_controls = resolve_steady_state_controls_dict(system, steady_state_controls)
+        ss_controls = steady_state_controls_from_dict(system, steady_state_controls)
     elif steady_state_controls is not None:
         raise TypeError(
             "steady_state_controls apply to pre-equilibration and inf output times; "

@@ -32,7 +32,7 @@ __all__ = [
     "Preequilibration",
     "steady_state_solution",
     "steady_state_tensors",
-    "steady_state_controls",
+    "steady_state_controls_from_dict",
     "split_infinite_times",
     "preequilibration_inputs",
     "preequilibrated_initial_state",
@@ -69,7 +69,9 @@ class Preequilibration:
     reinitialize: Any = None
 
 
-def steady_state_controls(system: OdeSystem, controls: dict | None) -> SteadyStateControls:
+def steady_state_controls_from_dict(
+    system: OdeSystem, controls: dict | None
+) -> SteadyStateControls:
     """Validate a dict of :func:`pymc_odesens.steady_state` controls (names checked)."""
     controls = {} if controls is None else dict(controls)
     unknown = sorted(set(controls) - set(STEADY_STATE_CONTROL_NAMES))
@@ -158,7 +160,7 @@ def steady_state_solution(
 
     check_steady_state_system(system)
     model, on_failure = resolve_on_failure(on_failure)
-    resolved = steady_state_controls(system, controls)
+    resolved = steady_state_controls_from_dict(system, controls)
     n, p = system.n_states, system.n_params
     params_m, params_batched = _as_matrix("params", params, p, "one value per parameter")
     sizes = {"params": params_m.type.shape[0]} if params_batched else {}

@@ -109,7 +109,6 @@ def find_steady_state(
     for r in range(m):
         for j in range(n):
             totals[r] += cons[r, j] * z[j]
-    start = z.copy()
     info[:] = 0.0
     info[ss.INFO_NEWTON] = ss.NEWTON_NOT_RUN
     info[ss.INFO_TIME] = t0
@@ -117,105 +116,77 @@ def find_steady_state(
     status = ss.NOT_REACHED
     t = t0
     norm = math.inf
-    if mode != ss.INTEGRATION and newton_allowed:
-        stats[ss.N_NEWTON_ATTEMPTS] += 1
-        outcome, norm = damped_newton(
-            rhs,
-            jac,
-            t,
-            z,
-            p,
-            cons,
-            dependent,
-            totals,
-            rtol,
-            atol,
-            max_newton_iterations,
-            nonnegative,
-            jac_work,
-            lu,
-            pivots,
-            scales,
-            f,
-            f_trial,
-            weights,
-            step,
-            y_trial,
-            stats,
-        )
-        info[ss.INFO_NEWTON] = outcome
-        if outcome == ss.NEWTON_CONVERGED:
-            route = ss.ROUTE_NEWTON
-        elif mode == ss.NEWTON:
-            info[ss.INFO_RESIDUAL] = norm
-            return ss.NOT_REACHED
-        else:
-            z[:] = start
-    if route == ss.ROUTE_NONE:
-        solver_stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
-        solver_info = np.zeros(st.INFO_SIZE)
-        horizon = FIRST_HORIZON
-        while t - t0 < max_time:
-            steps_left = max_num_steps - solver_stats[st.N_STEPS]
-            if steps_left <= 0:
-                break
-            t_next = min(t + horizon, t0 + max_time)
-            code = integrate_segment(
-                rhs, jac, t, t_next, z, p, rtol, atol, n, steps_left, solver_stats, solver_info
+    solver_stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
+    solver_info = np.zeros(st.INFO_SIZE)
+    horizon = FIRST_HORIZON
+    horizons = 0
+    while True:
+        # Newton from y0 (unless "integration"), then from the end of every horizon ("auto")
+        if newton_allowed and (mode == ss.AUTO or (mode == ss.NEWTON and horizons == 0)):
+            y_newton[:] = z
+            stats[ss.N_NEWTON_ATTEMPTS] += 1
+            outcome, newton_norm = damped_newton(
+                rhs,
+                jac,
+                t,
+                y_newton,
+                p,
+                cons,
+                dependent,
+                totals,
+                rtol,
+                atol,
+                max_newton_iterations,
+                nonnegative,
+                jac_work,
+                lu,
+                pivots,
+                scales,
+                f,
+                f_trial,
+                weights,
+                step,
+                y_trial,
+                stats,
             )
-            stats[ss.N_HORIZONS] += 1
-            info[ss.INFO_SOLVER_STATUS] = code
-            for k in range(st.INFO_SIZE):
-                info[ss.INFO_SOLVER + k] = solver_info[k]
-            if code != st.SUCCESS:
-                if code != st.MAX_NUM_STEPS:
-                    status = ss.INTEGRATION_FAILED
+            info[ss.INFO_NEWTON] = outcome
+            if outcome == ss.NEWTON_CONVERGED:
+                z[:] = y_newton
+                norm = newton_norm
+                route = ss.ROUTE_NEWTON if horizons == 0 else ss.ROUTE_INTEGRATION_NEWTON
                 break
-            t = t_next
-            info[ss.INFO_TIME] = t
-            norm = residual_norm(rhs, t, z, p, unused, rtol, atol, n, f, weights)
-            stats[ss.N_RHS] += 1
-            if norm < 1.0:
-                route = ss.ROUTE_INTEGRATION
+            if mode == ss.NEWTON:
+                norm = newton_norm
                 break
-            if mode == ss.AUTO and newton_allowed:
-                y_newton[:] = z
-                stats[ss.N_NEWTON_ATTEMPTS] += 1
-                outcome, newton_norm = damped_newton(
-                    rhs,
-                    jac,
-                    t,
-                    y_newton,
-                    p,
-                    cons,
-                    dependent,
-                    totals,
-                    rtol,
-                    atol,
-                    max_newton_iterations,
-                    nonnegative,
-                    jac_work,
-                    lu,
-                    pivots,
-                    scales,
-                    f,
-                    f_trial,
-                    weights,
-                    step,
-                    y_trial,
-                    stats,
-                )
-                info[ss.INFO_NEWTON] = outcome
-                if outcome == ss.NEWTON_CONVERGED:
-                    z[:] = y_newton
-                    norm = newton_norm
-                    route = ss.ROUTE_INTEGRATION_NEWTON
-                    break
-            horizon *= HORIZON_GROWTH
-        stats[ss.N_INTEGRATION_STEPS] += solver_stats[st.N_STEPS]
-        stats[ss.N_RHS] += solver_stats[st.N_RHS]
-        stats[ss.N_JAC] += solver_stats[st.N_JAC]
-        stats[ss.N_LU] += solver_stats[st.N_LU]
+        # integration over the next horizon, within the budgets of steps and time
+        steps_left = max_num_steps - solver_stats[st.N_STEPS]
+        if t - t0 >= max_time or steps_left <= 0:
+            break
+        t_next = min(t + horizon, t0 + max_time)
+        code = integrate_segment(
+            rhs, jac, t, t_next, z, p, rtol, atol, n, steps_left, solver_stats, solver_info
+        )
+        horizons += 1
+        info[ss.INFO_SOLVER_STATUS] = code
+        for k in range(st.INFO_SIZE):
+            info[ss.INFO_SOLVER + k] = solver_info[k]
+        if code != st.SUCCESS:
+            if code != st.MAX_NUM_STEPS:
+                status = ss.INTEGRATION_FAILED
+            break
+        t = t_next
+        info[ss.INFO_TIME] = t
+        norm = residual_norm(rhs, t, z, p, unused, rtol, atol, n, f, weights)
+        stats[ss.N_RHS] += 1
+        if norm < 1.0:
+            route = ss.ROUTE_INTEGRATION
+            break
+        horizon *= HORIZON_GROWTH
+    stats[ss.N_HORIZONS] += horizons
+    stats[ss.N_INTEGRATION_STEPS] += solver_stats[st.N_STEPS]
+    stats[ss.N_RHS] += solver_stats[st.N_RHS]
+    stats[ss.N_JAC] += solver_stats[st.N_JAC]
+    stats[ss.N_LU] += solver_stats[st.N_LU]
     info[ss.INFO_RESIDUAL] = norm
     info[ss.INFO_ROUTE] = route
     if route == ss.ROUTE_NONE:
