@@ -34,3 +34,11 @@ def test_unknown_attribute_names_itself():
 
     with pytest.raises(AttributeError, match="has no attribute 'odesolution'"):
         pymc_odesens.odesolution  # noqa: B018
+
+
+def test_smmala_help_shows_its_own_constructor():
+    import pydoc
+
+    text = pydoc.render_doc(pymc_odesens.SMMALA, renderer=pydoc.plaintext)
+    assert "Create the ArrayStepShared object" not in text
+    assert "Create the sampler for the model in context" in text
