@@ -18,6 +18,7 @@ __all__ = [
     "UNSUPPORTED_FEATURES",
     "check_supported",
     "element_label",
+    "rule_label",
 ]
 
 UNSUPPORTED_FEATURES = (
@@ -74,16 +75,19 @@ class SbmlUnsupportedError(SbmlError):
         super().__init__(message)
 
 
-def element_label(element, kind: str, position: int | None = None) -> str:
+def element_label(element, kind: str, position: int) -> str:
     """``"<kind> '<id>'"`` for an element with an id, else ``"<kind> #<position>"``."""
-    sid = element.getIdAttribute() if hasattr(element, "getIdAttribute") else ""
-    if not sid and hasattr(element, "getId"):
-        sid = element.getId()
-    if sid:
-        return f"{kind} {sid!r}"
-    if hasattr(element, "getVariable") and element.getVariable():
-        return f"{kind} for {element.getVariable()!r}"
-    return f"{kind} #{position}" if position is not None else kind
+    if element.isSetId() and element.getId():
+        return f"{kind} {element.getId()!r}"
+    return f"{kind} #{position}"
+
+
+def rule_label(rule, position: int) -> str:
+    """``"rate rule for 'x'"``, ``"assignment rule for 'x'"`` or ``"algebraic rule #j"``."""
+    if rule.isAlgebraic():
+        return f"algebraic rule #{position}"
+    kind = "rate" if rule.isRate() else "assignment"
+    return f"{kind} rule for {rule.getVariable()!r}"
 
 
 def _math_nodes(ast):
@@ -105,7 +109,7 @@ def _uses_delay(ast) -> bool:
 def _math_elements(model):
     """Every (label, math) of the model whose math a simulation evaluates."""
     for j, rule in enumerate(model.getListOfRules()):
-        yield element_label(rule, "rule", j), rule.getMath()
+        yield rule_label(rule, j), rule.getMath()
     for assignment in model.getListOfInitialAssignments():
         yield f"initial assignment for {assignment.getSymbol()!r}", assignment.getMath()
     for j, reaction in enumerate(model.getListOfReactions()):
@@ -154,7 +158,7 @@ def check_supported(document: libsbml.SBMLDocument) -> None:
         if rule.isAlgebraic() and rule.isSetMath():
             raise SbmlUnsupportedError(
                 "algebraic rule",
-                element_label(rule, "algebraic rule", j),
+                rule_label(rule, j),
                 f"0 = {libsbml.formulaToL3String(rule.getMath())} makes the model a DAE",
             )
     for j, reaction in enumerate(model.getListOfReactions()):
