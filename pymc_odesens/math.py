@@ -18,13 +18,23 @@ comparison operators on symbols or with :func:`less`, :func:`greater`, ...
 (Python's ``<`` on two symbolic expressions also works). ``heaviside(x)`` is
 the unit step (value ``1/2`` at ``x == 0`` unless ``at_zero`` is given).
 
-Derivatives of ``abs``, ``minimum``, ``maximum``, ``where`` and ``heaviside``
-are taken piecewise; the Dirac delta at a switching point is dropped (it has
-measure zero along a trajectory). Integrate across genuine discontinuities with
-events instead.
+Conditions combine with :func:`logical_and`, :func:`logical_or`,
+:func:`logical_not` and :func:`logical_xor`; :func:`equal` and
+:func:`not_equal` compare two expressions.
+
+Rounding
+--------
+:func:`floor`, :func:`ceil` and :func:`trunc` round to integers (as floats).
+
+Derivatives of ``abs``, ``minimum``, ``maximum``, ``where``, ``heaviside`` and
+the rounding functions are taken piecewise; the Dirac delta at a switching point
+is dropped (it has measure zero along a trajectory). Integrate across genuine
+discontinuities with events instead.
 """
 
 from __future__ import annotations
+
+import math as _pymath
 
 import sympy as sp
 
@@ -62,6 +72,15 @@ __all__ = [
     "less_equal",
     "greater",
     "greater_equal",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "floor",
+    "ceil",
+    "trunc",
     "pi",
     "e",
 ]
@@ -227,6 +246,104 @@ def greater(a, b):
 def greater_equal(a, b):
     """Condition ``a >= b`` for :func:`where`."""
     return sp.Ge(_sym(a), _sym(b))
+
+
+def equal(a, b):
+    """Condition ``a == b`` for :func:`where` (Python's ``==`` compares expressions
+    structurally instead)."""
+    return sp.Eq(_sym(a), _sym(b))
+
+
+def not_equal(a, b):
+    """Condition ``a != b`` for :func:`where`."""
+    return sp.Ne(_sym(a), _sym(b))
+
+
+def _condition(x, function: str):
+    x = sp.sympify(x)
+    if isinstance(x, bool):
+        return sp.true if x else sp.false
+    if not isinstance(x, sp.logic.boolalg.Boolean):
+        raise TypeError(
+            f"{function}(): arguments must be conditions such as `t < p['t_lag']`, got {x!r}"
+        )
+    return x
+
+
+def logical_and(*conditions):
+    """All of the conditions hold."""
+    return sp.And(*(_condition(c, "logical_and") for c in conditions))
+
+
+def logical_or(*conditions):
+    """At least one of the conditions holds."""
+    return sp.Or(*(_condition(c, "logical_or") for c in conditions))
+
+
+def logical_not(condition):
+    """The condition does not hold."""
+    return sp.Not(_condition(condition, "logical_not"))
+
+
+def logical_xor(*conditions):
+    """An odd number of the conditions hold."""
+    return sp.Xor(*(_condition(c, "logical_xor") for c in conditions))
+
+
+class _Rounding(sp.Function):
+    """A rounding function: piecewise constant, so its derivative is zero (almost everywhere)."""
+
+    nargs = 1
+    _numeric = None
+    _printed = None
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_Number:
+            return sp.Integer(cls._numeric(float(x))) if x.is_finite else None
+        return None
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    def _pythoncode(self, printer) -> str:
+        return f"float({self._printed}({printer._print(self.args[0])}))"
+
+
+class Floor(_Rounding):
+    """``floor(x)``: the largest integer not above ``x`` (see :func:`floor`)."""
+
+    _numeric = staticmethod(_pymath.floor)
+    _printed = "math.floor"
+
+
+class Ceil(_Rounding):
+    """``ceil(x)``: the smallest integer not below ``x`` (see :func:`ceil`)."""
+
+    _numeric = staticmethod(_pymath.ceil)
+    _printed = "math.ceil"
+
+
+class Trunc(_Rounding):
+    """``trunc(x)``: ``x`` rounded towards zero (see :func:`trunc`)."""
+
+    _numeric = staticmethod(_pymath.trunc)
+    _printed = "math.trunc"
+
+
+def floor(x):
+    """Largest integer not above ``x`` (a float); derivative zero."""
+    return Floor(_sym(x))
+
+
+def ceil(x):
+    """Smallest integer not below ``x`` (a float); derivative zero."""
+    return Ceil(_sym(x))
+
+
+def trunc(x):
+    """``x`` rounded towards zero (a float); derivative zero."""
+    return Trunc(_sym(x))
 
 
 def where(condition, if_true, if_false):

@@ -23,7 +23,7 @@ __all__ = [
 CFUNC_OPTIONS = {"cache": True, "error_model": "numpy"}
 """numba.cfunc options of every generated kernel (as in the decorated sources)."""
 
-CODEGEN_VERSION = "6"
+CODEGEN_VERSION = "7"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\

@@ -21,22 +21,27 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.codegen.cache import GENERATION_LOCK
 from pymc_odesens.codegen.kernel_source import (
+    CFUNC_OPTIONS,
     CODEGEN_VERSION,
     HEADER,
     kernel_function_source,
 )
 from pymc_odesens.codegen.kernels import kernel_cache_key, load_generated_module
 from pymc_odesens.codegen.printer import KernelPrinter
+from pymc_odesens.codegen.signature import KERNEL_SIGNATURE
 from pymc_odesens.model import OdeSystem
 
 __all__ = [
     "OBSERVABLE_CODEGEN_VERSION",
     "ObservableKernels",
     "compile_observable_kernels",
+    "compile_observable_values",
     "evaluate_observable_kernel",
     "observable_module_source",
 ]
@@ -131,6 +136,35 @@ def compile_observable_kernels(
         n_states=system.n_states,
         n_params=system.n_params,
     )
+
+
+def compile_observable_values(system: OdeSystem, expressions: Sequence[sp.Expr]):
+    """The cfunc ``out[m] = h_m(t, y, p)`` alone (no Jacobians): generated, cached, compiled.
+
+    For reading variables off a solution (:meth:`pymc_odesens.solvers.OdeSolution.evaluate`),
+    which needs the values only, so that it pays one compile instead of three.
+    """
+    expressions = list(expressions)
+    if not expressions:
+        raise ValueError("observables: at least one observable is needed")
+    key = observables_key(system, expressions) + "_values"
+
+    def source() -> str:
+        header = HEADER.format(
+            version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint
+        )
+        body = kernel_function_source(
+            "observable", _canonical(system, expressions), KernelPrinter(), decorated=False
+        )
+        return "\n".join([header, f"# {len(expressions)} observable values", body]) + "\n"
+
+    module = load_generated_module(key, source)
+    with GENERATION_LOCK:
+        kernel = getattr(module, "observable_cfunc", None)
+        if kernel is None:
+            kernel = numba.cfunc(KERNEL_SIGNATURE, **CFUNC_OPTIONS)(module.observable)
+            module.observable_cfunc = kernel
+    return kernel
 
 
 def evaluate_observable_kernel(kernel, t: float, y, p, size: int) -> np.ndarray:
