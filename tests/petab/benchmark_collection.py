@@ -1,0 +1,46 @@
+"""The ten problems of the PEtab benchmark collection in ../shared/petab, and their
+reference log-likelihoods (../shared/petab/README.md: AMICI's, at the nominal values)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import PETAB_DIR
+
+REFERENCE_LLH = {
+    "Boehm_JProteomeRes2014": -138.22199693517703,
+    "Fujita_SciSignal2010": 53.08377736998929,
+    "Brannmark_JBC2010": -141.889113770537,
+    "Bachmann_MSB2011": 418.40573341425295,
+    "Elowitz_Nature2000": 63.20279991419332,
+    "Fiedler_BMCSystBiol2016": 58.58390161681,
+    "Schwen_PONE2014": -943.9992988598723,
+    "Chen_MSB2009": -115700.1192629893,
+    "Beer_MolBioSystems2014": 58622.9145631413,
+    "Isensee_JCB2018": -3949.375966548649,
+}
+
+# in the default run: small, quick to compile; the others are marked slow (docs/petab.md
+# lists how long each takes)
+QUICK = (
+    "Boehm_JProteomeRes2014",
+    "Fujita_SciSignal2010",
+    "Brannmark_JBC2010",
+    "Elowitz_Nature2000",
+    "Fiedler_BMCSystBiol2016",
+)
+
+
+def problem_yaml(name: str):
+    path = PETAB_DIR / name / f"{name}.yaml"
+    if not path.is_file():
+        pytest.fail(f"PEtab problem {path} not found; set PYMC_ODESENS_SHARED_DIR")
+    return path
+
+
+def problem_params(names=REFERENCE_LLH):
+    """``pytest.param`` per problem, the ones not in QUICK marked slow."""
+    return [
+        pytest.param(name, marks=() if name in QUICK else pytest.mark.slow, id=name)
+        for name in names
+    ]
