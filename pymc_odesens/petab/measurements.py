@@ -62,10 +62,8 @@ def _experiment_key(simulation, preequilibration) -> tuple:
     return (simulation, pre)
 
 
-def experiment_times(
-    measurement_df: pd.DataFrame, experiments: list[Experiment]
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """``(times (E, T), distinct)``: the padded output times and each experiment's own."""
+def experiment_times(measurement_df: pd.DataFrame, experiments: list[Experiment]) -> np.ndarray:
+    """The output times (E, T): each experiment's distinct measurement times, padded."""
     index = {(e.simulation, e.preequilibration): k for k, e in enumerate(experiments)}
     pre = measurement_df.get(
         C.PREEQUILIBRATION_CONDITION_ID, pd.Series("", index=measurement_df.index)
@@ -89,7 +87,7 @@ def experiment_times(
         n_inf = len(ts) - len(finite)
         fill = finite[-1] if len(finite) else 0.0
         padded[k] = np.concatenate([finite, np.full(width - len(ts), fill), np.full(n_inf, np.inf)])
-    return padded, own
+    return padded
 
 
 def _overrides(cell, placeholders: tuple, values: ParameterValues, where: str) -> list[int]:

@@ -54,8 +54,6 @@ class ObservableModel:
         ``observableParameter<k>_<id>`` and ``noiseParameter<k>_<id>``, k = 1, 2, ...
     table_parameters : dict of sympy.Symbol to str
         Symbols that stand for parameter-table ids (not model ids).
-    uses_time : bool
-        The formulas depend on time beyond the states.
     """
 
     id: str

@@ -67,13 +67,10 @@ class PetabProblem:
         The model's publication (from the SBML annotation).
     """
 
-    def __init__(
-        self, petab_problem: petab.Problem, name: str, options: SolverOptions, base: Path | None
-    ) -> None:
+    def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
         self.petab_problem = petab_problem
         self.name = name
         self.options = options
-        self.base_path = base
         model = petab_problem.model
         if model is None or not hasattr(model, "sbml_model"):
             raise PetabUnsupportedError(f"{name}: only SBML models are supported")
@@ -124,11 +121,11 @@ class PetabProblem:
             # pandas' deprecations of what petab calls, not the user's to act on
             warnings.filterwarnings("ignore", module=r"petab\.")
             petab_problem = petab.Problem.from_yaml(str(path))
-        return cls(petab_problem, path.stem, SolverOptions(**options), path.parent)
+        return cls(petab_problem, path.stem, SolverOptions(**options))
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values
-        times, _ = experiment_times(problem.measurement_df, self.experiments)
+        times = experiment_times(problem.measurement_df, self.experiments)
         groups = group_measurements(
             problem.measurement_df, self.experiments, times, self.observables, values
         )
