@@ -140,6 +140,13 @@ def main() -> None:
 
     yaml_path = Path(args.yaml).resolve()
     problem = petab.Problem.from_yaml(str(yaml_path))
+    flattened = petab.lint.measurement_table_has_timepoint_specific_mappings(
+        problem.measurement_df, allow_scalar_numeric_noise_parameters=True
+    )
+    if flattened:
+        # AMICI needs one override set per observable and condition: flatten as AMICI's own
+        # benchmark tests do (observables per override set; the log-likelihood is the same)
+        petab.flatten_timepoint_specific_output_overrides(problem)
     model, build_s, cached = build_model(problem, yaml_path, args.rebuild)
     conditions = problem.get_simulation_conditions_from_measurement_df()
     edatas = create_edatas(
@@ -161,6 +168,7 @@ def main() -> None:
         "rtol": args.rtol,
         "atol": args.atol,
         "x_free_ids": list(problem.x_free_ids),
+        "flattened": bool(flattened),
         "modes": {},
     }
     for mode in args.modes.split(","):

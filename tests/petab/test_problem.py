@@ -12,6 +12,7 @@ from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError
 from tests.petab.turnover import (
     TURNOVER_PARAMETERS,
     turnover_observables,
+    turnover_sbml,
     write_turnover_problem,
 )
 
@@ -160,21 +161,8 @@ def test_compartment_in_the_condition_table_is_refused(turnover_yaml, tmp_path):
 
 
 def test_events_in_the_sbml_model_are_refused(tmp_path):
-    from tests.model.sbml.sbml_text import build_sbml
-
-    yaml = write_turnover_problem(tmp_path / "events")
-    sbml = build_sbml(
-        compartments={"cell": 1.0},
-        species=[
-            {"id": "A", "concentration": 1.0},
-            {"id": "B", "concentration": 0.4, "boundary": True, "constant": True},
-        ],
-        parameters={"u": 1.0, "k": 0.5, "b": 0.1, "c": 0.0, "d": 1.0},
-        reactions={"production": {"products": [("A", 1)], "rate": "u"}},
-        events=[{"id": "dose", "trigger": "time > 1", "assignments": {"A": "A + 1"}}],
-        model_id="turnover",
-    )
-    (tmp_path / "events" / "model.xml").write_text(sbml)
+    event = {"id": "dose", "trigger": "time > 1", "assignments": {"A": "A + 1"}}
+    yaml = write_turnover_problem(tmp_path / "events", turnover_sbml(events=[event]))
     with pytest.raises(PetabUnsupportedError, match="the SBML model has events"):
         PetabProblem.from_yaml(yaml)
 
@@ -183,23 +171,10 @@ def test_time_switch_in_the_model(tmp_path):
     # production switched on at t_on: A(t) = u/k (1 - exp(-k (t - t_on))) after t_on, from
     # A = 0; at AMICI's tolerances (atol 1e-16) this only integrates because the switch is
     # an event
-    from tests.model.sbml.sbml_text import build_sbml
-
-    yaml = write_turnover_problem(tmp_path / "switch")
-    sbml = build_sbml(
-        compartments={"cell": 1.0},
-        species=[
-            {"id": "A", "concentration": 0.0},
-            {"id": "B", "concentration": 0.4, "boundary": True, "constant": True},
-        ],
-        parameters={"u": 1.0, "k": 0.5, "b": 0.1, "c": 0.0, "d": 1.0, "t_on": 0.75},
-        reactions={
-            "production": {"products": [("A", 1)], "rate": "piecewise(0, time < t_on, u)"},
-            "degradation": {"reactants": [("A", 1)], "rate": "k * A"},
-        },
-        model_id="turnover",
+    sbml = turnover_sbml(
+        a0=0.0, production="piecewise(0, time < t_on, u)", parameters={"t_on": 0.75}
     )
-    (tmp_path / "switch" / "model.xml").write_text(sbml)
+    yaml = write_turnover_problem(tmp_path / "switch", sbml)
     problem = PetabProblem.from_yaml(yaml)
     assert [str(s.condition) for s in problem.simulation.switches] == ["t < 0.75"]
     simulated = problem.simulate()

@@ -20,7 +20,13 @@ import petab.v1 as petab
 
 from tests.model.sbml.sbml_text import build_sbml
 
-__all__ = ["write_turnover_problem", "turnover_solution", "TURNOVER_PARAMETERS"]
+__all__ = [
+    "TURNOVER_PARAMETERS",
+    "turnover_observables",
+    "turnover_sbml",
+    "turnover_solution",
+    "write_turnover_problem",
+]
 
 # id: (scale, lower, upper, nominal, estimate, prior type, prior parameters)
 TURNOVER_PARAMETERS = {
@@ -46,24 +52,33 @@ def turnover_solution(t, a0: float, u: float, k: float) -> np.ndarray:
     return steady + (a0 - steady) * decay
 
 
-def write_turnover_problem(folder: Path) -> Path:
-    """Write the problem's SBML model, tables and YAML into ``folder``; return the YAML."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    sbml = build_sbml(
+def turnover_sbml(
+    *, a0: float = 1.0, production: str = "u", parameters: dict | None = None, events=()
+) -> str:
+    """The turnover model as SBML: ``A`` made at rate ``production``, degraded at ``k A``;
+    a constant species ``B``; the parameters ``u, k, b, c, d`` (plus ``parameters``)."""
+    return build_sbml(
         compartments={"cell": 1.0},
         species=[
-            {"id": "A", "concentration": 1.0},
+            {"id": "A", "concentration": a0},
             {"id": "B", "concentration": 0.4, "boundary": True, "constant": True},
         ],
-        parameters={"u": 1.0, "k": 0.5, "b": 0.1, "c": 0.0, "d": 1.0},
+        parameters={"u": 1.0, "k": 0.5, "b": 0.1, "c": 0.0, "d": 1.0, **(parameters or {})},
         reactions={
-            "production": {"products": [("A", 1)], "rate": "u"},
+            "production": {"products": [("A", 1)], "rate": production},
             "degradation": {"reactants": [("A", 1)], "rate": "k * A"},
         },
+        events=events,
         model_id="turnover",
     )
-    (folder / "model.xml").write_text(sbml)
+
+
+def write_turnover_problem(folder: Path, sbml: str | None = None) -> Path:
+    """Write the problem's SBML model (``sbml``, default :func:`turnover_sbml`), tables and
+    YAML into ``folder``; return the YAML."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.xml").write_text(sbml or turnover_sbml())
     conditions = pd.DataFrame(
         {
             "conditionId": ["pre", "stim", "set", "stim_set"],
