@@ -4,12 +4,12 @@ Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
 Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, adjoint, PBS/PBSR/Exp),
-PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent` and
-:class:`ExplicitEvent`.
+PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent`,
+:class:`ExplicitEvent` and :class:`TriggerEvent`.
 """
 
 from pymc_odesens import math, stan
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.pymc import (
     SMMALA,
     OdeSolverFailureWarning,
@@ -31,6 +31,8 @@ from pymc_odesens.sensitivity import (
     solve_sensitivity,
 )
 from pymc_odesens.solvers import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -46,6 +48,7 @@ __all__ = [
     "OdeSystem",
     "ImplicitEvent",
     "ExplicitEvent",
+    "TriggerEvent",
     "ode_solution",
     "choose_sensitivity_route",
     "failure_counts",
@@ -72,6 +75,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
 ]
 __version__ = "0.1.0"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_odesens.solvers.errors import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -26,6 +28,17 @@ RECORD_FULL = 5  # internal: the trajectory recording arrays are full
 EVENT = 6  # internal: stopped at an implicit event (see solvers.event_location)
 STOP = 7  # internal: stopped at the requested stop time (an explicit event)
 BAD_EVENT_TIME = 8  # an explicit event time is not finite
+EVENT_ACCUMULATION = 16  # events accumulate (info[3]: one of the ACCUMULATION_* reasons)
+EVENT_NOT_DIFFERENTIABLE = 17  # sensitivity across an event instant undefined (NOT_SMOOTH_*)
+
+# info[3] of EVENT_ACCUMULATION (info[2]: the event index, info[1]: time since the last
+# crossing of the same condition)
+ACCUMULATION_RECROSSING = 1  # a condition crossed zero again within the resolution of t
+ACCUMULATION_CASCADE = 2  # the events at one time kept triggering one another
+ACCUMULATION_RETRIGGERED = 3  # a trigger fired again before its first firing executed
+# info[3] of EVENT_NOT_DIFFERENTIABLE (info[2]: the first event of the instant)
+NOT_SMOOTH_CROSSING = 1  # the condition crossed zero with zero speed (or d tau not finite)
+NOT_SMOOTH_CAUSES = 2  # simultaneous events whose times move differently with p
 
 INFO_SIZE = 4
 
@@ -52,11 +65,14 @@ def stats_dict(stats: np.ndarray) -> dict[str, int]:
     return {name: int(v) for name, v in zip(STAT_NAMES, stats)}
 
 
-def raise_for_status(status: int, info: np.ndarray, method: str, state_names=None) -> None:
+def raise_for_status(
+    status: int, info: np.ndarray, method: str, state_names=None, event_names=None
+) -> None:
     """Raise the exception that matches ``status`` (nothing on success).
 
     ``state_names`` is a sequence of component names, or a function returning
-    one (called only on failure: long name lists cost time on every solve).
+    one (called only on failure: long name lists cost time on every solve);
+    ``event_names`` names the system's events (for the event failures).
     """
     if status == SUCCESS:
         return
@@ -125,9 +141,57 @@ def raise_for_status(status: int, info: np.ndarray, method: str, state_names=Non
             component=None,
             method=method,
         )
+    if status in (EVENT_ACCUMULATION, EVENT_NOT_DIFFERENTIABLE):
+        _raise_event_failure(status, info, method, event_names)
     if status == RECORD_FULL:
         raise RuntimeError(
             f"{method}: trajectory recording full ({int(extra)} records) at {where}; "
             "the caller must provide larger recording arrays"
         )
     raise RuntimeError(f"{method}: unknown solver status {status}")
+
+
+def _event_label(index: int, event_names) -> str:
+    if event_names is not None and 0 <= index < len(event_names):
+        return f"event {event_names[index]!r}"
+    return f"event {index}" if index >= 0 else "an event"
+
+
+def _raise_event_failure(status: int, info: np.ndarray, method: str, event_names) -> None:
+    t, since, index, reason = float(info[0]), float(info[1]), int(info[2]), int(info[3])
+    event = _event_label(index, event_names)
+    if status == EVENT_ACCUMULATION:
+        if reason == ACCUMULATION_RECROSSING:
+            detail = (
+                f"the condition of {event} crossed zero again {since:.3g} after its previous "
+                "crossing, below the resolution of t: the events accumulate (Zeno behaviour) "
+                "and the solution cannot be continued past this time"
+            )
+        elif reason == ACCUMULATION_CASCADE:
+            detail = (
+                f"{event} and the events it sets off keep triggering one another at this "
+                "time (more than the limit of executions at one time)"
+            )
+        else:
+            detail = (
+                f"the trigger of {event} fired again at this time before its first firing "
+                "executed (two executions of one event at one time are not supported)"
+            )
+        raise EventAccumulationError(
+            f"{method}: events accumulate at t = {t:.10g}: {detail}", t=t, method=method
+        )
+    if reason == NOT_SMOOTH_CROSSING:
+        detail = (
+            f"the condition that set off {event} crossed zero with zero speed "
+            "(dg/dt + dg/dy f = 0), so the event time does not depend smoothly on the "
+            "parameters"
+        )
+    else:
+        detail = (
+            f"{event} executed at a time shared by events whose times move differently "
+            "with the parameters (times that coincide only at these values), so the "
+            "derivative is one-sided"
+        )
+    raise EventSensitivityError(
+        f"{method}: no sensitivity across the events at t = {t:.10g}: {detail}", t=t, method=method
+    )

@@ -1,0 +1,506 @@
+"""What happens at one event instant: which events fire, in which order, and their jumps.
+
+An *instant* is a time at which the hybrid driver stops the integration: ``t0``, a root
+atom's located crossing (:mod:`pymc_odesens.solvers.event_location`), or scheduled
+times (explicit events' times and time atoms'). At an instant:
+
+1. Every atom gets three *sides* (-1, 0, +1): just before the instant, at it and just
+   after it. The crossing atom goes from ``-d`` through 0 to ``d`` (``d`` its
+   direction), a time atom due now from -1 to +1; the others keep the sign of their
+   value (a root atom within the margin of a crossing it just had keeps its side). A
+   root atom whose sign differs from its side at the start of the integrator run
+   crossed unreported at this very time (two atoms crossing together): it counts as
+   crossing too (unless the runs stop at its crossings in one direction only: the other
+   ones pass unreported).
+2. Trigger events whose trigger goes from false to true (before -> at or at -> after;
+   at ``t0``, from ``initial_value``) become *pending*, as do implicit events whose atom
+   crossed in their direction and explicit events due now.
+3. Pending events execute one at a time: the highest priority first (priorities are
+   evaluated at the current state before each choice), events without priority after
+   those with one, ties in declaration order. An event assigns from the state at its
+   trigger time (``use_values_from_trigger_time``) or from the current state. After each
+   execution the root atoms are re-evaluated: triggers switching to true set off new
+   events (cascades), non-persistent pending events whose trigger became false are
+   cancelled.
+4. When nothing is pending, atoms left at zero (or within their margin) take the side
+   towards which they leave it (the sign of ``dg/dt``): the next integrator run starts
+   with that side (a bouncing ball's condition is then known to be positive just after
+   the bounce, so that the next bounce is found however small), and triggers that this
+   makes true fire now too.
+
+Sensitivity columns (``B > 0``) are converted to total derivatives at the first
+execution (``T = S + f dtau``, ``dtau`` from the instant's *cause*) and back at the end
+(:mod:`pymc_odesens.codegen.event_source`). The log gets one row per executed event
+(its index, how many executions back its assignment values were taken, and the
+vector before it) and one row closing the instant (``INSTANT_END``, the cause, the
+vector after it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from pymc_odesens.codegen.event_tables import (
+    COL_ATOM,
+    COL_DIRECTION,
+    COL_HAS_PRIORITY,
+    COL_INITIAL_VALUE,
+    COL_KIND,
+    COL_PERSISTENT,
+    COL_TERMINAL,
+    COL_TRIGGER_TIME_VALUES,
+    KIND_CROSSING,
+    KIND_SCHEDULED,
+    KIND_TRIGGER,
+)
+from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.event_location import FORCE_NEGATIVE, FORCE_POSITIVE
+
+__all__ = [
+    "ACCUMULATION_ULPS",
+    "INSTANT_END",
+    "INSTANT_END_TERMINAL",
+    "MAX_EXECUTIONS_PER_INSTANT",
+    "NOT_DIFFERENTIABLE",
+    "EventWorkspace",
+    "new_workspace",
+    "process_instant",
+]
+
+INSTANT_END = -1
+"""Event index of the log row that closes an instant (its vector: the state after it)."""
+INSTANT_END_TERMINAL = -2
+"""The same, for an instant that executed a terminal event (the state is frozen after it)."""
+NOT_DIFFERENTIABLE = -2
+"""Cause code of an instant whose events were set off by causes that move differently with
+the parameters (see :mod:`pymc_odesens.model.event_atoms`)."""
+MAX_EXECUTIONS_PER_INSTANT = 1000
+"""Executions at one instant beyond which a cascade counts as not ending."""
+ACCUMULATION_ULPS = 16.0
+"""A root atom that crosses zero again within this many units in the last place of ``t``
+of its previous crossing (that set off events) means the events accumulate."""
+
+
+@njit(cache=True, inline="always")
+def _sign(x):
+    if x > 0.0:
+        return 1
+    if x < 0.0:
+        return -1
+    return 0
+
+
+class EventWorkspace:
+    """Names the work arrays of :func:`process_instant` (a tuple, see
+    :func:`new_workspace`)."""
+
+
+@njit(cache=True)
+def new_workspace(n, n_roots, n_atoms, n_events):
+    """Work arrays of the instants of one integration (allocated once per solve)."""
+    r = max(n_roots, 1)
+    a = max(n_atoms, 1)
+    e = max(n_events, 1)
+    g = np.zeros(r)
+    rates = np.zeros(r)
+    margin = np.zeros(r)
+    run_side = np.zeros(r, dtype=np.int64)
+    last_cross = np.full(r, -np.inf)
+    sides = np.zeros(a, dtype=np.int64)
+    v_before = np.zeros(a)
+    v_at = np.zeros(a)
+    v_after = np.zeros(a)
+    trig = np.zeros(e)
+    t_before = np.zeros(e)
+    t_at = np.zeros(e)
+    t_after = np.zeros(e)
+    pending = np.zeros(e, dtype=np.int64)
+    trig_pos = np.zeros(e, dtype=np.int64)
+    trig_state = np.zeros((e, n))
+    prio = np.zeros(e)
+    z_first = np.zeros(n)
+    work = np.zeros(n)
+    f = np.zeros(n)
+    return (
+        g,
+        rates,
+        margin,
+        run_side,
+        last_cross,
+        sides,
+        v_before,
+        v_at,
+        v_after,
+        trig,
+        t_before,
+        t_at,
+        t_after,
+        pending,
+        trig_pos,
+        trig_state,
+        prio,
+        z_first,
+        work,
+        f,
+    )
+
+
+@njit(cache=True)
+def _log(t, index, slot, z, ev_t, ev_index, ev_slot, ev_z, ev_count):
+    k = ev_count[0]
+    if k >= ev_t.size:
+        return False
+    ev_t[k] = t
+    ev_index[k] = index
+    ev_slot[k] = slot
+    for i in range(ev_z.shape[1]):
+        ev_z[k, i] = z[i]
+    ev_count[0] = k + 1
+    return True
+
+
+@njit(cache=True)
+def _refresh_root_sides(g, margin, sides, n_roots):
+    """Root atoms' sides from their values after an assignment (kept within a margin)."""
+    for k in range(n_roots):
+        if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
+            continue
+        margin[k] = 0.0
+        sides[k] = _sign(g[k])
+
+
+@njit(cache=True)
+def _fill(values, sides):
+    for a in range(sides.size):
+        values[a] = float(sides[a])
+
+
+@njit(cache=True)
+def _new_pending(table, trig, new, pending, trig_pos, trig_state, z, chain):
+    """After a change of the trigger values ``trig -> new``: events whose trigger became
+    true are pending (their trigger time: execution ``chain``), non-persistent pending
+    events whose trigger became false are cancelled. Returns the index of an event
+    triggered again while pending (-1 if none)."""
+    again = -1
+    for e in range(table.shape[0]):
+        if table[e, COL_KIND] != KIND_TRIGGER:
+            continue
+        if trig[e] < 0.5 and new[e] > 0.5:
+            if pending[e] > 0:
+                again = e
+            pending[e] = 1
+            trig_pos[e] = chain
+            if table[e, COL_TRIGGER_TIME_VALUES] != 0:
+                for i in range(z.size):
+                    trig_state[e, i] = z[i]
+        elif new[e] < 0.5 and pending[e] > 0 and table[e, COL_PERSISTENT] == 0:
+            pending[e] = 0
+        trig[e] = new[e]
+    return again
+
+
+@njit(cache=True)
+def _next_event(table, pending, prio):
+    """The pending event to execute next (-1: none): highest priority, then declaration
+    order; events without priority after those with one."""
+    best = -1
+    for e in range(table.shape[0]):
+        if pending[e] <= 0:
+            continue
+        if best < 0:
+            best = e
+            continue
+        has = table[e, COL_HAS_PRIORITY] != 0
+        best_has = table[best, COL_HAS_PRIORITY] != 0
+        if has and (not best_has or prio[e] > prio[best]):
+            best = e
+    return best
+
+
+@njit(cache=True)
+def process_instant(
+    t,
+    z,
+    p,
+    is_initial,
+    j_cross,
+    d_cross,
+    resolution,
+    k_from,
+    k_to,
+    n_state,
+    rhs,
+    conditions,
+    rates_kernel,
+    triggers,
+    priorities,
+    jump,
+    time_sensitivity,
+    directions,
+    table,
+    cause_table,
+    stop_owner,
+    stop_slot,
+    atom_time,
+    g_zero,
+    workspace,
+    ev_t,
+    ev_index,
+    ev_slot,
+    ev_z,
+    ev_count,
+    info,
+):
+    """Execute the events of the instant at ``t``; ``z`` (the vector before it) becomes the
+    vector after it, ``g_zero`` the start codes of the next integrator run.
+
+    ``j_cross`` / ``d_cross``: the root atom whose crossing stopped the run and its
+    direction (-1 / 0 for none); ``resolution``: how well its value is resolved there;
+    ``[k_from, k_to)``: the schedule slots due at ``t``.
+
+    Returns ``(status, executions, terminal)``; ``status`` SUCCESS, RECORD_FULL (event
+    log too short), EVENT_ACCUMULATION or EVENT_NOT_DIFFERENTIABLE (with sensitivity
+    columns), with ``info`` filled.
+    """
+    (
+        g,
+        rates,
+        margin,
+        run_side,
+        last_cross,
+        sides,
+        v_before,
+        v_at,
+        v_after,
+        trig,
+        t_before,
+        t_at,
+        t_after,
+        pending,
+        trig_pos,
+        trig_state,
+        prio,
+        z_first,
+        work,
+        f,
+    ) = workspace
+    n = z.size
+    n_roots = g_zero.size
+    n_events = table.shape[0]
+    if n_events == 0:
+        return st.SUCCESS, 0, False  # without events the kernels are placeholders
+    n_cols = n // n_state - 1
+    n_time = atom_time.size
+    unused = np.zeros(1)
+    v_jump = np.zeros(1 + n_cols)
+    v_cause = np.zeros(1)
+    dtau = np.zeros(max(n_cols, 1))
+
+    # the instant's cause, and whether every cause present moves like it
+    if is_initial:
+        cause = -1
+    elif j_cross >= 0:
+        cause = j_cross
+    else:
+        cause = n_roots + stop_slot[k_from]
+    smooth = True
+    if j_cross >= 0 and cause_table[j_cross + 1, 0] != cause_table[cause + 1, 0]:
+        smooth = False
+    for k in range(k_from, k_to):
+        if cause_table[n_roots + stop_slot[k] + 1, 0] != cause_table[cause + 1, 0]:
+            smooth = False
+
+    # accumulation: the crossing atom crossed again at once after setting off events
+    if j_cross >= 0:
+        ulp = np.nextafter(abs(t), np.inf) - abs(t)
+        if t - last_cross[j_cross] <= 16.0 * ulp:
+            info[0], info[1] = t, t - last_cross[j_cross]
+            info[2], info[3] = cause_table[j_cross + 1, 1], st.ACCUMULATION_RECROSSING
+            return st.EVENT_ACCUMULATION, 0, False
+        margin[j_cross] = 10.0 * resolution
+
+    # 1. sides of the atoms before, at and after the instant
+    conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
+    for k in range(n_roots):
+        if is_initial:
+            s = _sign(g[k])
+            v_before[k], v_at[k], v_after[k] = s, s, s
+        elif k == j_cross and d_cross != 0:
+            v_before[k], v_at[k], v_after[k] = -d_cross, 0.0, d_cross
+        else:
+            if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
+                s = sides[k]
+            else:
+                margin[k] = 0.0
+                s = _sign(g[k])
+            if s != 0 and run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
+                v_before[k], v_at[k], v_after[k] = run_side[k], 0.0, s
+            else:
+                v_before[k], v_at[k], v_after[k] = s, s, s
+        sides[k] = int(v_after[k])
+    for m in range(n_time):
+        s = _sign(t - atom_time[m])
+        v_before[n_roots + m], v_at[n_roots + m], v_after[n_roots + m] = s, s, s
+    for k in range(k_from, k_to):
+        if stop_owner[k] < 0:
+            a = n_roots - 1 - stop_owner[k]
+            v_before[a], v_at[a], v_after[a] = -1.0, 0.0, 1.0
+    for m in range(n_time):
+        sides[n_roots + m] = int(v_after[n_roots + m])
+
+    # 2. events set off by the instant
+    triggers(t, z.ctypes, p.ctypes, v_before.ctypes, t_before.ctypes)
+    triggers(t, z.ctypes, p.ctypes, v_at.ctypes, t_at.ctypes)
+    triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
+    any_pending = False
+    for e in range(n_events):
+        pending[e] = 0
+        kind = table[e, COL_KIND]
+        if kind == KIND_TRIGGER:
+            before = float(table[e, COL_INITIAL_VALUE]) if is_initial else t_before[e]
+            if (before < 0.5 and t_at[e] > 0.5) or (t_at[e] < 0.5 and t_after[e] > 0.5):
+                pending[e] = 1
+            trig[e] = t_after[e]
+        elif kind == KIND_CROSSING and not is_initial:
+            a = table[e, COL_ATOM]
+            if v_before[a] != v_after[a] and v_after[a] != 0.0:
+                direction = table[e, COL_DIRECTION]
+                if direction == 0 or direction == _sign(v_after[a] - v_before[a]):
+                    pending[e] = 1
+        elif kind == KIND_SCHEDULED:
+            for k in range(k_from, k_to):
+                if stop_owner[k] == e:
+                    pending[e] += 1
+        trig_pos[e] = 0
+        if pending[e] > 0:
+            any_pending = True
+
+    # 3. and 4. executions, cascades, and the sides atoms at zero leave towards
+    begun = False
+    executions = 0
+    terminal = False
+    while True:
+        if any_pending and not begun:
+            begun = True
+            if n_cols > 0:
+                if not smooth:
+                    info[0], info[1], info[2] = t, 0.0, _next_event(table, pending, prio)
+                    info[3] = st.NOT_SMOOTH_CAUSES
+                    return st.EVENT_NOT_DIFFERENTIABLE, executions, terminal
+                v_cause[0] = cause
+                time_sensitivity(t, z.ctypes, p.ctypes, v_cause.ctypes, dtau.ctypes)
+                for b in range(n_cols):
+                    if not np.isfinite(dtau[b]):
+                        info[0], info[1], info[2] = t, 0.0, _next_event(table, pending, prio)
+                        info[3] = st.NOT_SMOOTH_CROSSING
+                        return st.EVENT_NOT_DIFFERENTIABLE, executions, terminal
+                for i in range(n):
+                    z_first[i] = z[i]
+                rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
+                for b in range(n_cols):
+                    base = n_state * (1 + b)
+                    for i in range(n_state):
+                        z[base + i] += f[i] * dtau[b]
+                for b in range(n_cols):
+                    v_jump[1 + b] = dtau[b]
+            for e in range(n_events):
+                if pending[e] > 0 and table[e, COL_TRIGGER_TIME_VALUES] != 0:
+                    for i in range(n):
+                        trig_state[e, i] = z[i]
+        while any_pending:
+            priorities(t, z.ctypes, p.ctypes, unused.ctypes, prio.ctypes)
+            e = _next_event(table, pending, prio)
+            if e < 0:
+                break
+            offset = 0
+            source = z
+            if table[e, COL_KIND] == KIND_TRIGGER and table[e, COL_TRIGGER_TIME_VALUES] != 0:
+                offset = executions - trig_pos[e]
+                source = trig_state[e]
+            logged = z_first if (executions == 0 and n_cols > 0) else z
+            if not _log(t, e, offset, logged, ev_t, ev_index, ev_slot, ev_z, ev_count):
+                info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
+                return st.RECORD_FULL, executions, terminal
+            for i in range(n):
+                work[i] = z[i]
+            v_jump[0] = e
+            jump(t, source.ctypes, p.ctypes, v_jump.ctypes, work.ctypes)
+            for i in range(n):
+                z[i] = work[i]
+            pending[e] -= 1
+            executions += 1
+            if table[e, COL_TERMINAL] != 0:
+                terminal = True
+            if executions > MAX_EXECUTIONS_PER_INSTANT:
+                info[0], info[1], info[2] = t, 0.0, e
+                info[3] = st.ACCUMULATION_CASCADE
+                return st.EVENT_ACCUMULATION, executions, terminal
+            # cascades: the assignment may switch triggers
+            conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
+            _refresh_root_sides(g, margin, sides, n_roots)
+            _fill(v_after, sides)
+            triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
+            again = _new_pending(table, trig, t_after, pending, trig_pos, trig_state, z, executions)
+            if again >= 0:
+                info[0], info[1], info[2] = t, 0.0, again
+                info[3] = st.ACCUMULATION_RETRIGGERED
+                return st.EVENT_ACCUMULATION, executions, terminal
+            any_pending = False
+            for k in range(n_events):
+                if pending[k] > 0:
+                    any_pending = True
+        # atoms at zero (or within their margin) leave it towards the sign of dg/dt
+        conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
+        rates_kernel(t, z.ctypes, p.ctypes, unused.ctypes, rates.ctypes)
+        changed = False
+        for k in range(n_roots):
+            if abs(g[k]) <= margin[k]:
+                r = _sign(rates[k])
+                run_side[k] = r
+                if r == 0:
+                    g_zero[k] = margin[k]
+                else:
+                    g_zero[k] = FORCE_POSITIVE if r > 0 else FORCE_NEGATIVE
+                    if sides[k] != r:
+                        sides[k] = r
+                        changed = True
+            else:
+                margin[k] = 0.0
+                g_zero[k] = 0.0
+                run_side[k] = _sign(g[k])
+                sides[k] = run_side[k]
+        if not changed:
+            break
+        _fill(v_after, sides)
+        triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
+        again = _new_pending(table, trig, t_after, pending, trig_pos, trig_state, z, executions)
+        if again >= 0:
+            info[0], info[1], info[2] = t, 0.0, again
+            info[3] = st.ACCUMULATION_RETRIGGERED
+            return st.EVENT_ACCUMULATION, executions, terminal
+        any_pending = False
+        for k in range(n_events):
+            if pending[k] > 0:
+                any_pending = True
+        if not any_pending:
+            break
+
+    if executions == 0:
+        return st.SUCCESS, executions, terminal
+    if n_cols > 0:
+        # back from total derivatives: S = T - f(after) dtau (f = 0 once terminal)
+        if not terminal:
+            rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
+            for b in range(n_cols):
+                base = n_state * (1 + b)
+                for i in range(n_state):
+                    z[base + i] -= f[i] * dtau[b]
+    if j_cross >= 0:
+        last_cross[j_cross] = t
+    end = INSTANT_END_TERMINAL if terminal else INSTANT_END
+    code = cause if smooth else NOT_DIFFERENTIABLE
+    if not _log(t, end, code, z, ev_t, ev_index, ev_slot, ev_z, ev_count):
+        info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
+        return st.RECORD_FULL, executions, terminal
+    return st.SUCCESS, executions, terminal
