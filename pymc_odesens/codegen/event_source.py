@@ -58,7 +58,7 @@ __all__ = [
     "explicit_time_count",
 ]
 
-EVENT_KERNELS_VERSION = "2"
+EVENT_KERNELS_VERSION = "3"
 """Part of the event modules' cache keys: bump when their generated code changes."""
 
 _RELATION_SOURCE = {">": ">", ">=": ">=", "<": "<", "<=": "<=", "==": "==", "!=": "!="}
@@ -187,8 +187,11 @@ def _jump_function(system: OdeSystem, n_p: int, n_y0: int) -> list[str]:
     return w.lines
 
 
-def _root_gradient_locals(w: _Writer, system: OdeSystem, j: int, n_p: int, indent: int) -> None:
-    """Locals ``gt``, ``gy{i}``, ``gp{k}`` (k < n_p) and ``den = g_t + g_y f`` of root atom j."""
+def _root_gradient_locals(
+    w: _Writer, system: OdeSystem, j: int, n_p: int, indent: int
+) -> list[int]:
+    """Locals ``gt``, ``gy{i}``, ``gp{k}`` and ``den = g_t + g_y f`` of root atom j; returns
+    the ``k < n_p`` whose ``gp{k}`` is not zero (the others are not written)."""
     n = system.n_states
     canon = system.to_canonical
     g_t, g_y, g_p = system.event_atoms.root_gradient(
@@ -196,10 +199,13 @@ def _root_gradient_locals(w: _Writer, system: OdeSystem, j: int, n_p: int, inden
     )
     names = ["gt"] + [f"gy{i}" for i in range(n)] + [f"fm{i}" for i in range(n)]
     exprs = [canon(g_t), *(canon(e) for e in g_y), *(canon(e) for e in system.rhs_expressions)]
-    names += [f"gp{k}" for k in range(n_p)]
-    exprs += [canon(e) for e in g_p[:n_p]]
+    nonzero = [k for k in range(n_p) if not _is_zero(g_p[k])]
+    names += [f"gp{k}" for k in nonzero]
+    exprs += [canon(g_p[k]) for k in nonzero]
     w.assign(names, exprs, indent)
+    # den = 0 (a crossing without speed) makes every d tau NaN: the callers refuse it
     w.line("den = gt + " + " + ".join(f"gy{i} * fm{i}" for i in range(n)), indent)
+    return nonzero
 
 
 def _time_sensitivity_function(system: OdeSystem, n_p: int, n_y0: int) -> list[str]:
@@ -216,12 +222,12 @@ def _time_sensitivity_function(system: OdeSystem, n_p: int, n_y0: int) -> list[s
         return w.lines
     for j in range(n_roots):
         w.line(f"if c == {j}:", 1)
-        _root_gradient_locals(w, system, j, n_p, 2)
+        nonzero = _root_gradient_locals(w, system, j, n_p, 2)
         w.line(f"for b in range({blocks}):", 2)
         w.line(f"base = {n} * (1 + b)", 3)
         dot = " + ".join(f"gy{i} * y[base + {i}]" for i in range(n))
         w.line(f"out[b] = -({dot}) / den", 3)
-        for k in range(n_p):
+        for k in nonzero:
             w.line(f"out[{k}] -= gp{k} / den", 2)
         w.line("return", 2)
     canon = system.to_canonical
@@ -250,10 +256,10 @@ def _time_gradient_function(system: OdeSystem) -> list[str]:
     w.line("out[i] = 0.0", 2)
     for j in range(n_roots):
         w.line(f"if c == {j}:", 1)
-        _root_gradient_locals(w, system, j, p, 2)
+        nonzero = _root_gradient_locals(w, system, j, p, 2)
         for i in range(n):
             w.line(f"out[{i}] = -gy{i} / den", 2)
-        for k in range(p):
+        for k in nonzero:
             w.line(f"out[{n + k}] = -gp{k} / den", 2)
         w.line("return", 2)
     canon = system.to_canonical
