@@ -208,6 +208,23 @@ def _root_gradient_locals(
     return nonzero
 
 
+def _slot_time_branches(w: _Writer, system: OdeSystem, n_p: int, offset: int) -> None:
+    """``if c == R + s: out[offset + k] = d tau_s / d p_k`` (nonzero, ``k < n_p``) for each
+    slot, then the function's final ``return``."""
+    atoms = system.event_atoms
+    n_roots = len(atoms.roots)
+    canon = system.to_canonical
+    for s in range(len(atoms.slots)):
+        gradient = atoms.slot_time_gradient(s, system.param_symbols)[:n_p]
+        grads = [(k, canon(g)) for k, g in enumerate(gradient) if not _is_zero(g)]
+        if not grads:
+            continue
+        w.line(f"if c == {n_roots + s}:", 1)
+        w.assign([f"out[{offset + k}]" for k, _ in grads], [g for _, g in grads], 2)
+        w.line("return", 2)
+    w.line("return", 1)
+
+
 def _time_sensitivity_function(system: OdeSystem, n_p: int, n_y0: int) -> list[str]:
     n = system.n_states
     blocks = n_p + n_y0
@@ -230,19 +247,7 @@ def _time_sensitivity_function(system: OdeSystem, n_p: int, n_y0: int) -> list[s
         for k in nonzero:
             w.line(f"out[{k}] -= gp{k} / den", 2)
         w.line("return", 2)
-    canon = system.to_canonical
-    for s in range(len(atoms.slots)):
-        grads = [
-            (k, canon(g))
-            for k, g in enumerate(atoms.slot_time_gradient(s, system.param_symbols)[:n_p])
-            if not _is_zero(g)
-        ]
-        if not grads:
-            continue
-        w.line(f"if c == {n_roots + s}:", 1)
-        w.assign([f"out[{k}]" for k, _ in grads], [g for _, g in grads], 2)
-        w.line("return", 2)
-    w.line("return", 1)
+    _slot_time_branches(w, system, n_p, 0)
     return w.lines
 
 
@@ -262,19 +267,7 @@ def _time_gradient_function(system: OdeSystem) -> list[str]:
         for k in nonzero:
             w.line(f"out[{n + k}] = -gp{k} / den", 2)
         w.line("return", 2)
-    canon = system.to_canonical
-    for s in range(len(atoms.slots)):
-        grads = [
-            (k, canon(g))
-            for k, g in enumerate(atoms.slot_time_gradient(s, system.param_symbols))
-            if not _is_zero(g)
-        ]
-        if not grads:
-            continue
-        w.line(f"if c == {n_roots + s}:", 1)
-        w.assign([f"out[{n + k}]" for k, _ in grads], [g for _, g in grads], 2)
-        w.line("return", 2)
-    w.line("return", 1)
+    _slot_time_branches(w, system, p, n)
     return w.lines
 
 

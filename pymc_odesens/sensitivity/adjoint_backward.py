@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
-from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instant
+from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import OP_WIDTH, run_multistep
@@ -104,7 +104,7 @@ def backward_pass(
 
     At an output time its cotangent is added to ``lambda`` (outputs are right
     limits), then the event instant at that time is undone
-    (:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instant`), which also
+    (:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instants`), which also
     adds its terms to ``mu``. After a terminal event at ``t_frozen`` the state is
     constant, so ``lambda`` only collects cotangents there.
 
@@ -132,8 +132,6 @@ def backward_pass(
     z_end = np.empty((1, n_z))
     n_p = n_z - n
     instant_work = instant_workspace(ev_index, n, n_p)
-    lam = np.zeros(n)
-    mu = np.zeros(n_p)
     for i in range(n_z):
         z[i] = 0.0
     t_end = min(times[n_times - 1], t_frozen)
@@ -146,33 +144,25 @@ def backward_pass(
             for k in range(n):
                 z[k] += cotangent[i, k]
             i -= 1
-        while k_event >= 0 and ev_t[k_event] >= t_cur:
-            for k in range(n):
-                lam[k] = z[k]
-            for k in range(n_p):
-                mu[k] = 0.0
-            code, k_event = undo_event_instant(
-                adjoint_jump,
-                time_gradient,
-                rhs,
-                p,
-                ev_t,
-                ev_index,
-                ev_slot,
-                ev_y,
-                k_event,
-                lam,
-                mu,
-                instant_work,
-                info,
-            )
-            if code != st.SUCCESS:
-                info[4] = PHASE_BACKWARD
-                return code
-            for k in range(n):
-                z[k] = lam[k]
-            for k in range(n_p):
-                z[n + k] += mu[k]
+        code, k_event = undo_event_instants(
+            adjoint_jump,
+            time_gradient,
+            rhs,
+            p,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_y,
+            k_event,
+            t_cur,
+            z[:n],
+            z[n:],
+            instant_work,
+            info,
+        )
+        if code != st.SUCCESS:
+            info[4] = PHASE_BACKWARD
+            return code
         if i < 0 and k_event < 0 and t_cur <= t0:
             break
         target = t0

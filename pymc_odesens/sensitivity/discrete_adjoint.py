@@ -22,7 +22,7 @@ snapshots, last first, it
 With events, the forward run is one logged run per stretch between the instants
 where the integration stopped; going backwards, the events of an instant are undone
 between runs as in the continuous adjoint
-(:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instant`, with the
+(:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instants`, with the
 event-time terms), and the cotangent of the state before them enters the run's last
 step through its dense output.
 
@@ -44,7 +44,7 @@ import numpy as np
 from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
-from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instant
+from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import bdf_formula
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
@@ -139,47 +139,6 @@ def _run_start(op_log, index):
         if op_log[k, 0] == OP_INIT:
             return op_log[k, 3]
     return op_log[0, 3]
-
-
-@njit(cache=True)
-def _undo_instants(
-    adjoint_jump,
-    time_gradient,
-    rhs,
-    p,
-    ev_t,
-    ev_index,
-    ev_slot,
-    ev_y,
-    k_event,
-    after,
-    lam,
-    p_bar,
-    workspace,
-    info,
-):
-    """Undo the event instants logged up to row ``k_event`` that are later than ``after``:
-    ``lam`` becomes the cotangent of the state before them, their terms go to ``p_bar``.
-    Returns ``(status, the last log row not undone)``."""
-    while k_event >= 0 and ev_t[k_event] > after:
-        code, k_event = undo_event_instant(
-            adjoint_jump,
-            time_gradient,
-            rhs,
-            p,
-            ev_t,
-            ev_index,
-            ev_slot,
-            ev_y,
-            k_event,
-            lam,
-            p_bar,
-            workspace,
-            info,
-        )
-        if code != st.SUCCESS:
-            return code, k_event
-    return st.SUCCESS, k_event
 
 
 @njit(cache=True)
@@ -334,7 +293,7 @@ def discrete_adjoint_backward(
                     for i in range(n):
                         lam[i] += cotangent[out_index, i]
                     out_index -= 1
-                code, k_event = _undo_instants(
+                code, k_event = undo_event_instants(
                     adjoint_jump,
                     time_gradient,
                     rhs,
@@ -344,7 +303,7 @@ def discrete_adjoint_backward(
                     ev_slot,
                     ev_y,
                     k_event,
-                    t_start,
+                    tau,
                     lam,
                     p_bar,
                     instant_work,
@@ -552,7 +511,7 @@ def discrete_adjoint_backward(
         for i in range(n):
             lam[i] += cotangent[out_index, i]
         out_index -= 1
-    code, k_event = _undo_instants(
+    code, k_event = undo_event_instants(
         adjoint_jump,
         time_gradient,
         rhs,

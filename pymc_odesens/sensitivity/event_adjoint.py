@@ -27,7 +27,7 @@ from numba import njit
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.event_instant import INSTANT_END_TERMINAL, NOT_DIFFERENTIABLE
 
-__all__ = ["frozen_time", "instant_workspace", "undo_event_instant"]
+__all__ = ["frozen_time", "instant_workspace", "undo_event_instants"]
 
 
 @njit(cache=True)
@@ -42,7 +42,7 @@ def frozen_time(ev_t, ev_index):
 
 @njit(cache=True)
 def instant_workspace(ev_index, n, n_p):
-    """Work arrays of :func:`undo_event_instant`: cotangents of the states within an
+    """Work arrays of :func:`undo_event_instants`: cotangents of the states within an
     instant (as many rows as the longest instant has events), the kernels' outputs."""
     longest = 1
     run = 0
@@ -62,7 +62,7 @@ def instant_workspace(ev_index, n, n_p):
 
 
 @njit(cache=True)
-def undo_event_instant(
+def undo_event_instants(
     adjoint_jump,
     time_gradient,
     rhs,
@@ -71,67 +71,72 @@ def undo_event_instant(
     ev_index,
     ev_slot,
     ev_y,
-    k_end,
+    k_event,
+    t_from,
     lam,
     p_bar,
     workspace,
     info,
 ):
-    """Transpose of the instant closed by log row ``k_end``: ``lam`` (the cotangent of the
-    state after it) becomes that of the state before it, its terms go to ``p_bar``.
+    """Undo the instants logged up to row ``k_event`` (a row closing an instant) at times
+    ``>= t_from``, last first: ``lam`` (the cotangent of the state after them) becomes that
+    of the state before them, their terms go to ``p_bar``.
 
-    Returns ``(status, k)``: SUCCESS or EVENT_NOT_DIFFERENTIABLE (``info`` filled), and the
-    log row before the instant.
+    Returns ``(status, the last log row not undone)``; ``status`` SUCCESS or
+    EVENT_NOT_DIFFERENTIABLE (``info`` filled).
     """
     acc, out, grad, f, v_jump, v_cause = workspace
     n = lam.size
     n_p = p_bar.size
-    t = ev_t[k_end]
-    first = k_end
-    while first > 0 and ev_index[first - 1] >= 0:
-        first -= 1
-    m = k_end - first
-    cause = ev_slot[k_end]
-    if cause == NOT_DIFFERENTIABLE:
-        info[0], info[1], info[2], info[3] = t, 0.0, ev_index[first], st.NOT_SMOOTH_CAUSES
-        return st.EVENT_NOT_DIFFERENTIABLE, first - 1
     unused = np.zeros(1)
-    mu = 0.0
-    if ev_index[k_end] != INSTANT_END_TERMINAL:
-        rhs(t, ev_y[k_end].ctypes, p.ctypes, unused.ctypes, f.ctypes)
-        for i in range(n):
-            mu -= f[i] * lam[i]
-    for i in range(m):
-        for j in range(n):
-            acc[i, j] = 0.0
-    for i in range(m - 1, -1, -1):
-        row = first + i
-        q = i - ev_slot[row]
-        v_jump[0] = ev_index[row]
-        for j in range(n):
-            v_jump[1 + j] = lam[j]
-        adjoint_jump(t, ev_y[first + q].ctypes, p.ctypes, v_jump.ctypes, out.ctypes)
-        for j in range(n):
-            lam[j] = out[j] + acc[i, j]
-            if q == i:
-                lam[j] += out[n + j]
-            else:
-                acc[q, j] += out[n + j]
-        for k in range(n_p):
-            p_bar[k] += out[2 * n + k]
-        mu += out[2 * n + n_p]
-    rhs(t, ev_y[first].ctypes, p.ctypes, unused.ctypes, f.ctypes)
-    c = mu
-    for i in range(n):
-        c += f[i] * lam[i]
-    v_cause[0] = cause
-    time_gradient(t, ev_y[first].ctypes, p.ctypes, v_cause.ctypes, grad.ctypes)
-    for i in range(n + n_p):
-        if not np.isfinite(grad[i]):
-            info[0], info[1], info[2], info[3] = t, 0.0, ev_index[first], st.NOT_SMOOTH_CROSSING
+    while k_event >= 0 and ev_t[k_event] >= t_from:
+        t = ev_t[k_event]
+        first = k_event
+        while first > 0 and ev_index[first - 1] >= 0:
+            first -= 1
+        m = k_event - first
+        cause = ev_slot[k_event]
+        if cause == NOT_DIFFERENTIABLE:
+            info[0], info[1], info[2], info[3] = t, 0.0, ev_index[first], st.NOT_SMOOTH_CAUSES
             return st.EVENT_NOT_DIFFERENTIABLE, first - 1
-    for i in range(n):
-        lam[i] += c * grad[i]
-    for k in range(n_p):
-        p_bar[k] += c * grad[n + k]
-    return st.SUCCESS, first - 1
+        mu = 0.0
+        if ev_index[k_event] != INSTANT_END_TERMINAL:
+            rhs(t, ev_y[k_event].ctypes, p.ctypes, unused.ctypes, f.ctypes)
+            for i in range(n):
+                mu -= f[i] * lam[i]
+        for i in range(m):
+            for j in range(n):
+                acc[i, j] = 0.0
+        for i in range(m - 1, -1, -1):
+            row = first + i
+            q = i - ev_slot[row]  # the execution whose state the assignment read
+            v_jump[0] = ev_index[row]
+            for j in range(n):
+                v_jump[1 + j] = lam[j]
+            adjoint_jump(t, ev_y[first + q].ctypes, p.ctypes, v_jump.ctypes, out.ctypes)
+            for j in range(n):
+                lam[j] = out[j] + acc[i, j]
+                if q == i:
+                    lam[j] += out[n + j]
+                else:
+                    acc[q, j] += out[n + j]
+            for k in range(n_p):
+                p_bar[k] += out[2 * n + k]
+            mu += out[2 * n + n_p]
+        rhs(t, ev_y[first].ctypes, p.ctypes, unused.ctypes, f.ctypes)
+        c = mu
+        for i in range(n):
+            c += f[i] * lam[i]
+        v_cause[0] = cause
+        time_gradient(t, ev_y[first].ctypes, p.ctypes, v_cause.ctypes, grad.ctypes)
+        for i in range(n + n_p):
+            if not np.isfinite(grad[i]):
+                info[0], info[1], info[2] = t, 0.0, ev_index[first]
+                info[3] = st.NOT_SMOOTH_CROSSING
+                return st.EVENT_NOT_DIFFERENTIABLE, first - 1
+        for i in range(n):
+            lam[i] += c * grad[i]
+        for k in range(n_p):
+            p_bar[k] += c * grad[n + k]
+        k_event = first - 1
+    return st.SUCCESS, k_event

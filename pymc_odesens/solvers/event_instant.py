@@ -55,15 +55,15 @@ from pymc_odesens.codegen.event_tables import (
     KIND_TRIGGER,
 )
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.event_location import FORCE_NEGATIVE, FORCE_POSITIVE
+from pymc_odesens.solvers.event_location import FORCE_NEGATIVE, FORCE_POSITIVE, side_of
 
 __all__ = [
     "ACCUMULATION_ULPS",
+    "CROSSING_MARGIN",
     "INSTANT_END",
     "INSTANT_END_TERMINAL",
     "MAX_EXECUTIONS_PER_INSTANT",
     "NOT_DIFFERENTIABLE",
-    "EventWorkspace",
     "new_workspace",
     "process_instant",
 ]
@@ -77,23 +77,12 @@ NOT_DIFFERENTIABLE = -2
 the parameters (see :mod:`pymc_odesens.model.event_atoms`)."""
 MAX_EXECUTIONS_PER_INSTANT = 1000
 """Executions at one instant beyond which a cascade counts as not ending."""
+CROSSING_MARGIN = 10.0
+"""After its crossing a root atom counts as at zero (its side kept) while its value is within
+this many times its resolution at the located root."""
 ACCUMULATION_ULPS = 16.0
 """A root atom that crosses zero again within this many units in the last place of ``t``
 of its previous crossing (that set off events) means the events accumulate."""
-
-
-@njit(cache=True, inline="always")
-def _sign(x):
-    if x > 0.0:
-        return 1
-    if x < 0.0:
-        return -1
-    return 0
-
-
-class EventWorkspace:
-    """Names the work arrays of :func:`process_instant` (a tuple, see
-    :func:`new_workspace`)."""
 
 
 @njit(cache=True)
@@ -167,37 +156,68 @@ def _refresh_root_sides(g, margin, sides, n_roots):
         if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
             continue
         margin[k] = 0.0
-        sides[k] = _sign(g[k])
+        sides[k] = side_of(g[k])
 
 
 @njit(cache=True)
-def _fill(values, sides):
+def _switch_triggers(
+    triggers, t, z, p, sides, values, new, table, trig, pending, trig_pos, trig_state, chain
+):
+    """Evaluate the triggers on the atoms' ``sides`` after a change at execution ``chain``:
+    events whose trigger became true are pending (their trigger time: now), non-persistent
+    pending events whose trigger became false are cancelled.
+
+    Returns ``(an event triggered again while pending or -1, whether any event is
+    pending)``."""
     for a in range(sides.size):
         values[a] = float(sides[a])
+    triggers(t, z.ctypes, p.ctypes, values.ctypes, new.ctypes)
+    again = -1
+    any_pending = False
+    for e in range(table.shape[0]):
+        if table[e, COL_KIND] == KIND_TRIGGER:
+            if trig[e] < 0.5 and new[e] > 0.5:
+                if pending[e] > 0:
+                    again = e
+                pending[e] = 1
+                trig_pos[e] = chain
+                if table[e, COL_TRIGGER_TIME_VALUES] != 0:
+                    for i in range(z.size):
+                        trig_state[e, i] = z[i]
+            elif new[e] < 0.5 and pending[e] > 0 and table[e, COL_PERSISTENT] == 0:
+                pending[e] = 0
+            trig[e] = new[e]
+        if pending[e] > 0:
+            any_pending = True
+    return again, any_pending
 
 
 @njit(cache=True)
-def _new_pending(table, trig, new, pending, trig_pos, trig_state, z, chain):
-    """After a change of the trigger values ``trig -> new``: events whose trigger became
-    true are pending (their trigger time: execution ``chain``), non-persistent pending
-    events whose trigger became false are cancelled. Returns the index of an event
-    triggered again while pending (-1 if none)."""
-    again = -1
-    for e in range(table.shape[0]):
-        if table[e, COL_KIND] != KIND_TRIGGER:
-            continue
-        if trig[e] < 0.5 and new[e] > 0.5:
-            if pending[e] > 0:
-                again = e
-            pending[e] = 1
-            trig_pos[e] = chain
-            if table[e, COL_TRIGGER_TIME_VALUES] != 0:
-                for i in range(z.size):
-                    trig_state[e, i] = z[i]
-        elif new[e] < 0.5 and pending[e] > 0 and table[e, COL_PERSISTENT] == 0:
-            pending[e] = 0
-        trig[e] = new[e]
-    return again
+def _leave_zero(t, z, p, conditions, rates, g, rate, margin, sides, run_side, g_zero):
+    """Root atoms at zero (or within their margin) take the side the sign of ``dg/dt``
+    leads to, for the triggers and for the next run's start (``g_zero`` codes); the others
+    the sign of their value. Returns whether a trigger-visible side changed."""
+    unused = np.zeros(1)
+    conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
+    rates(t, z.ctypes, p.ctypes, unused.ctypes, rate.ctypes)
+    changed = False
+    for k in range(g_zero.size):
+        if abs(g[k]) <= margin[k]:
+            r = side_of(rate[k])
+            run_side[k] = r
+            if r == 0:
+                g_zero[k] = margin[k]
+            else:
+                g_zero[k] = FORCE_POSITIVE if r > 0 else FORCE_NEGATIVE
+                if sides[k] != r:
+                    sides[k] = r
+                    changed = True
+        else:
+            margin[k] = 0.0
+            g_zero[k] = 0.0
+            run_side[k] = side_of(g[k])
+            sides[k] = run_side[k]
+    return changed
 
 
 @njit(cache=True)
@@ -314,17 +334,17 @@ def process_instant(
     # accumulation: the crossing atom crossed again at once after setting off events
     if j_cross >= 0:
         ulp = np.nextafter(abs(t), np.inf) - abs(t)
-        if t - last_cross[j_cross] <= 16.0 * ulp:
+        if t - last_cross[j_cross] <= ACCUMULATION_ULPS * ulp:
             info[0], info[1] = t, t - last_cross[j_cross]
             info[2], info[3] = cause_table[j_cross + 1, 1], st.ACCUMULATION_RECROSSING
             return st.EVENT_ACCUMULATION, 0, False
-        margin[j_cross] = 10.0 * resolution
+        margin[j_cross] = CROSSING_MARGIN * resolution
 
     # 1. sides of the atoms before, at and after the instant
     conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
     for k in range(n_roots):
         if is_initial:
-            s = _sign(g[k])
+            s = side_of(g[k])
             v_before[k], v_at[k], v_after[k] = s, s, s
         elif k == j_cross and d_cross != 0:
             v_before[k], v_at[k], v_after[k] = -d_cross, 0.0, d_cross
@@ -333,14 +353,14 @@ def process_instant(
                 s = sides[k]
             else:
                 margin[k] = 0.0
-                s = _sign(g[k])
+                s = side_of(g[k])
             if s != 0 and run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
                 v_before[k], v_at[k], v_after[k] = run_side[k], 0.0, s
             else:
                 v_before[k], v_at[k], v_after[k] = s, s, s
         sides[k] = int(v_after[k])
     for m in range(n_time):
-        s = _sign(t - atom_time[m])
+        s = side_of(t - atom_time[m])
         v_before[n_roots + m], v_at[n_roots + m], v_after[n_roots + m] = s, s, s
     for k in range(k_from, k_to):
         if stop_owner[k] < 0:
@@ -366,7 +386,7 @@ def process_instant(
             a = table[e, COL_ATOM]
             if v_before[a] != v_after[a] and v_after[a] != 0.0:
                 direction = table[e, COL_DIRECTION]
-                if direction == 0 or direction == _sign(v_after[a] - v_before[a]):
+                if direction == 0 or direction == side_of(v_after[a] - v_before[a]):
                     pending[e] = 1
         elif kind == KIND_SCHEDULED:
             for k in range(k_from, k_to):
@@ -376,7 +396,7 @@ def process_instant(
         if pending[e] > 0:
             any_pending = True
 
-    # 3. and 4. executions, cascades, and the sides atoms at zero leave towards
+    # 3. and 4. executions one at a time, cascades, and the sides atoms at zero leave towards
     begun = False
     executions = 0
     terminal = False
@@ -395,6 +415,7 @@ def process_instant(
                         info[0], info[1], info[2] = t, 0.0, _next_event(table, pending, prio)
                         info[3] = st.NOT_SMOOTH_CROSSING
                         return st.EVENT_NOT_DIFFERENTIABLE, executions, terminal
+                # from here on the columns are total derivatives T = S + f dtau
                 for i in range(n):
                     z_first[i] = z[i]
                 rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
@@ -408,11 +429,10 @@ def process_instant(
                 if pending[e] > 0 and table[e, COL_TRIGGER_TIME_VALUES] != 0:
                     for i in range(n):
                         trig_state[e, i] = z[i]
-        while any_pending:
+        if any_pending:
+            # execute the next event; its assignment may switch triggers (cascades)
             priorities(t, z.ctypes, p.ctypes, unused.ctypes, prio.ctypes)
             e = _next_event(table, pending, prio)
-            if e < 0:
-                break
             offset = 0
             source = z
             if table[e, COL_KIND] == KIND_TRIGGER and table[e, COL_TRIGGER_TIME_VALUES] != 0:
@@ -436,55 +456,31 @@ def process_instant(
                 info[0], info[1], info[2] = t, 0.0, e
                 info[3] = st.ACCUMULATION_CASCADE
                 return st.EVENT_ACCUMULATION, executions, terminal
-            # cascades: the assignment may switch triggers
             conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
             _refresh_root_sides(g, margin, sides, n_roots)
-            _fill(v_after, sides)
-            triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
-            again = _new_pending(table, trig, t_after, pending, trig_pos, trig_state, z, executions)
-            if again >= 0:
-                info[0], info[1], info[2] = t, 0.0, again
-                info[3] = st.ACCUMULATION_RETRIGGERED
-                return st.EVENT_ACCUMULATION, executions, terminal
-            any_pending = False
-            for k in range(n_events):
-                if pending[k] > 0:
-                    any_pending = True
-        # atoms at zero (or within their margin) leave it towards the sign of dg/dt
-        conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
-        rates_kernel(t, z.ctypes, p.ctypes, unused.ctypes, rates.ctypes)
-        changed = False
-        for k in range(n_roots):
-            if abs(g[k]) <= margin[k]:
-                r = _sign(rates[k])
-                run_side[k] = r
-                if r == 0:
-                    g_zero[k] = margin[k]
-                else:
-                    g_zero[k] = FORCE_POSITIVE if r > 0 else FORCE_NEGATIVE
-                    if sides[k] != r:
-                        sides[k] = r
-                        changed = True
-            else:
-                margin[k] = 0.0
-                g_zero[k] = 0.0
-                run_side[k] = _sign(g[k])
-                sides[k] = run_side[k]
-        if not changed:
+        elif not _leave_zero(
+            t, z, p, conditions, rates_kernel, g, rates, margin, sides, run_side, g_zero
+        ):
             break
-        _fill(v_after, sides)
-        triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
-        again = _new_pending(table, trig, t_after, pending, trig_pos, trig_state, z, executions)
+        again, any_pending = _switch_triggers(
+            triggers,
+            t,
+            z,
+            p,
+            sides,
+            v_after,
+            t_after,
+            table,
+            trig,
+            pending,
+            trig_pos,
+            trig_state,
+            executions,
+        )
         if again >= 0:
             info[0], info[1], info[2] = t, 0.0, again
             info[3] = st.ACCUMULATION_RETRIGGERED
             return st.EVENT_ACCUMULATION, executions, terminal
-        any_pending = False
-        for k in range(n_events):
-            if pending[k] > 0:
-                any_pending = True
-        if not any_pending:
-            break
 
     if executions == 0:
         return st.SUCCESS, executions, terminal

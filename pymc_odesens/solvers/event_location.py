@@ -36,6 +36,7 @@ __all__ = [
     "first_point",
     "illinois_step",
     "initial_sides",
+    "side_of",
     "start_bracket",
     "triggered",
     "update_sides",
@@ -60,7 +61,8 @@ FORCE_NEGATIVE = -2.0
 
 
 @njit(cache=True, inline="always")
-def _sign(x):
+def side_of(x):
+    """The side of a value: 1, -1 or 0."""
     if x > 0.0:
         return 1
     if x < 0.0:
@@ -83,7 +85,7 @@ def initial_sides(g, g_zero, sides):
             if g[j] > 0.0:
                 g[j] = 0.0
         else:
-            sides[j] = 0 if abs(g[j]) <= g_zero[j] else _sign(g[j])
+            sides[j] = 0 if abs(g[j]) <= g_zero[j] else side_of(g[j])
 
 
 @njit(cache=True)
@@ -92,7 +94,7 @@ def triggered(side, g_new, direction):
 
     Returns 0 (no event; the caller updates the side) or the crossing's direction.
     """
-    s = _sign(g_new)
+    s = side_of(g_new)
     if side == 0 or s == side:
         return 0
     crossing = 1 if side < 0 else -1
@@ -106,7 +108,7 @@ def update_sides(sides, g, g_previous):
     """After a sub-interval without event: the conditions' new sides (where nonzero) and values."""
     for j in range(sides.size):
         g_previous[j] = g[j]
-        s = _sign(g[j])
+        s = side_of(g[j])
         if s != 0:
             sides[j] = s
 
@@ -153,7 +155,7 @@ def illinois_step(bracket, tm, gm):
     Returns the next trial point.
     """
     ta, ga, tb, gb, last = bracket[0], bracket[1], bracket[2], bracket[3], bracket[4]
-    if gm == 0.0 or _sign(gm) == _sign(gb):
+    if gm == 0.0 or side_of(gm) == side_of(gb):
         tb, gb = tm, gm
         if last > 0.0:
             ga *= 0.5

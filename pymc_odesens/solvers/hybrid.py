@@ -304,51 +304,58 @@ def integrate_hybrid(
     t = t0
     out_index = 0
     t_last = times[n_times - 1] if n_times > 0 else t0
-    # t0 is an instant: triggers true there, explicit events due at t0
     k_stop = 0
     while k_stop < n_stop and stop_times[k_stop] < t0:
         k_stop += 1
-    k_to = k_stop
-    while k_to < n_stop and stop_times[k_to] <= t0 and t0 <= t_last:
-        k_to += 1
-    status, executions, terminal = process_instant(
-        t0,
-        z,
-        p,
-        True,
-        -1,
-        0,
-        0.0,
-        k_stop,
-        k_to,
-        n_state,
-        rhs,
-        conditions,
-        rates,
-        triggers,
-        priorities,
-        jump,
-        time_sensitivity,
-        directions,
-        table,
-        cause_table,
-        stop_owner,
-        stop_slot,
-        atom_time,
-        g_zero,
-        workspace,
-        ev_t,
-        ev_index,
-        ev_slot,
-        ev_z,
-        ev_count,
-        info,
-    )
-    if status != st.SUCCESS:
-        return status
-    k_stop = k_to
-    events_since_output = executions
+    # t0 is the first instant (triggers true there with initial_value false, explicit
+    # events due at t0); later ones are where a run stopped
+    initial = True
+    j_cross = -1
+    d_cross = 0
+    resolution = 0.0
+    events_since_output = 0
     while True:
+        k_to = k_stop
+        while k_to < n_stop and stop_times[k_to] <= t and t <= t_last:
+            k_to += 1
+        status, executions, terminal = process_instant(
+            t,
+            z,
+            p,
+            initial,
+            j_cross,
+            d_cross,
+            resolution,
+            k_stop,
+            k_to,
+            n_state,
+            rhs,
+            conditions,
+            rates,
+            triggers,
+            priorities,
+            jump,
+            time_sensitivity,
+            directions,
+            table,
+            cause_table,
+            stop_owner,
+            stop_slot,
+            atom_time,
+            g_zero,
+            workspace,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_z,
+            ev_count,
+            info,
+        )
+        if status != st.SUCCESS:
+            return status
+        initial = False
+        k_stop = k_to
+        events_since_output += executions
         if terminal:
             while out_index < n_times:
                 z_out[out_index, :] = z
@@ -437,43 +444,4 @@ def integrate_hybrid(
                     rates(t, z.ctypes, p.ctypes, unused.ctypes, rates_now.ctypes)
                     if rates_now[j_cross] != 0.0:
                         d_cross = 1 if rates_now[j_cross] > 0.0 else -1
-        k_to = k_stop
-        while k_to < n_stop and stop_times[k_to] <= t and t <= t_last:
-            k_to += 1
-        status, executions, terminal = process_instant(
-            t,
-            z,
-            p,
-            False,
-            j_cross,
-            d_cross,
-            event_out[3],
-            k_stop,
-            k_to,
-            n_state,
-            rhs,
-            conditions,
-            rates,
-            triggers,
-            priorities,
-            jump,
-            time_sensitivity,
-            directions,
-            table,
-            cause_table,
-            stop_owner,
-            stop_slot,
-            atom_time,
-            g_zero,
-            workspace,
-            ev_t,
-            ev_index,
-            ev_slot,
-            ev_z,
-            ev_count,
-            info,
-        )
-        if status != st.SUCCESS:
-            return status
-        k_stop = k_to
-        events_since_output += executions
+        resolution = event_out[3]

@@ -22,16 +22,7 @@ from pymc_odesens import (
 )
 from pymc_odesens import math as om
 from pymc_odesens.model import ExplicitEvent, TriggerEvent
-
-TIGHT = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
-ADJOINT_TIGHT = dict(
-    relative_tolerance_forward=1e-10,
-    absolute_tolerance_forward=1e-12,
-    relative_tolerance_backward=1e-10,
-    absolute_tolerance_backward=1e-12,
-    relative_tolerance_quadrature=1e-10,
-    absolute_tolerance_quadrature=1e-12,
-)
+from tests.sensitivity.test_event_sensitivities import ADJOINT_TIGHT, TIGHT
 
 
 def redose():
