@@ -307,32 +307,16 @@ def process_instant(
     ) = workspace
     n = z.size
     n_roots = g_zero.size
-    n_events = table.shape[0]
-    if n_events == 0:
+    if table.shape[0] == 0:
         return st.SUCCESS, 0, False  # without events the kernels are placeholders
     n_cols = n // n_state - 1
-    n_time = atom_time.size
     unused = np.zeros(1)
-    v_jump = np.zeros(1 + n_cols)
-    v_cause = np.zeros(1)
-    dtau = np.zeros(max(n_cols, 1))
-
-    # the instant's cause, and whether every cause present moves like it
-    if is_initial:
-        cause = -1
-    elif j_cross >= 0:
-        cause = j_cross
-    else:
-        cause = n_roots + stop_slot[k_from]
-    smooth = True
-    if j_cross >= 0 and cause_table[j_cross + 1, 0] != cause_table[cause + 1, 0]:
-        smooth = False
-    for k in range(k_from, k_to):
-        if cause_table[n_roots + stop_slot[k] + 1, 0] != cause_table[cause + 1, 0]:
-            smooth = False
-
-    # accumulation: the crossing atom crossed again at once after setting off events
+    v_jump = np.zeros(1 + n_cols)  # [event, dtau of each column]
+    cause, smooth = _instant_cause(
+        is_initial, j_cross, k_from, k_to, n_roots, stop_slot, cause_table
+    )
     if j_cross >= 0:
+        # the crossing atom crossed again at once after it set off events: accumulation
         ulp = np.nextafter(abs(t), np.inf) - abs(t)
         if t - last_cross[j_cross] <= ACCUMULATION_ULPS * ulp:
             info[0], info[1] = t, t - last_cross[j_cross]
@@ -342,59 +326,44 @@ def process_instant(
 
     # 1. sides of the atoms before, at and after the instant
     conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
-    for k in range(n_roots):
-        if is_initial:
-            s = side_of(g[k])
-            v_before[k], v_at[k], v_after[k] = s, s, s
-        elif k == j_cross and d_cross != 0:
-            v_before[k], v_at[k], v_after[k] = -d_cross, 0.0, d_cross
-        else:
-            if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
-                s = sides[k]
-            else:
-                margin[k] = 0.0
-                s = side_of(g[k])
-            if s != 0 and run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
-                v_before[k], v_at[k], v_after[k] = run_side[k], 0.0, s
-            else:
-                v_before[k], v_at[k], v_after[k] = s, s, s
-        sides[k] = int(v_after[k])
-    for m in range(n_time):
-        s = side_of(t - atom_time[m])
-        v_before[n_roots + m], v_at[n_roots + m], v_after[n_roots + m] = s, s, s
-    for k in range(k_from, k_to):
-        if stop_owner[k] < 0:
-            a = n_roots - 1 - stop_owner[k]
-            v_before[a], v_at[a], v_after[a] = -1.0, 0.0, 1.0
-    for m in range(n_time):
-        sides[n_roots + m] = int(v_after[n_roots + m])
-
-    # 2. events set off by the instant
+    _atom_phases(
+        t,
+        n_roots,
+        is_initial,
+        j_cross,
+        d_cross,
+        k_from,
+        k_to,
+        g,
+        margin,
+        run_side,
+        directions,
+        stop_owner,
+        atom_time,
+        sides,
+        v_before,
+        v_at,
+        v_after,
+    )
+    # 2. the events it sets off
     triggers(t, z.ctypes, p.ctypes, v_before.ctypes, t_before.ctypes)
     triggers(t, z.ctypes, p.ctypes, v_at.ctypes, t_at.ctypes)
     triggers(t, z.ctypes, p.ctypes, v_after.ctypes, t_after.ctypes)
-    any_pending = False
-    for e in range(n_events):
-        pending[e] = 0
-        kind = table[e, COL_KIND]
-        if kind == KIND_TRIGGER:
-            before = float(table[e, COL_INITIAL_VALUE]) if is_initial else t_before[e]
-            if (before < 0.5 and t_at[e] > 0.5) or (t_at[e] < 0.5 and t_after[e] > 0.5):
-                pending[e] = 1
-            trig[e] = t_after[e]
-        elif kind == KIND_CROSSING and not is_initial:
-            a = table[e, COL_ATOM]
-            if v_before[a] != v_after[a] and v_after[a] != 0.0:
-                direction = table[e, COL_DIRECTION]
-                if direction == 0 or direction == side_of(v_after[a] - v_before[a]):
-                    pending[e] = 1
-        elif kind == KIND_SCHEDULED:
-            for k in range(k_from, k_to):
-                if stop_owner[k] == e:
-                    pending[e] += 1
-        trig_pos[e] = 0
-        if pending[e] > 0:
-            any_pending = True
+    any_pending = _set_off(
+        is_initial,
+        k_from,
+        k_to,
+        table,
+        stop_owner,
+        v_before,
+        v_after,
+        t_before,
+        t_at,
+        t_after,
+        trig,
+        pending,
+        trig_pos,
+    )
 
     # 3. and 4. executions one at a time, cascades, and the sides atoms at zero leave towards
     begun = False
@@ -404,31 +373,16 @@ def process_instant(
         if any_pending and not begun:
             begun = True
             if n_cols > 0:
-                if not smooth:
+                reason = _to_total_derivatives(
+                    t, z, p, n_state, cause, smooth, rhs, time_sensitivity, v_jump, z_first, f
+                )
+                if reason != 0:
                     info[0], info[1], info[2] = t, 0.0, _next_event(table, pending, prio)
-                    info[3] = st.NOT_SMOOTH_CAUSES
+                    info[3] = reason
                     return st.EVENT_NOT_DIFFERENTIABLE, executions, terminal
-                v_cause[0] = cause
-                time_sensitivity(t, z.ctypes, p.ctypes, v_cause.ctypes, dtau.ctypes)
-                for b in range(n_cols):
-                    if not np.isfinite(dtau[b]):
-                        info[0], info[1], info[2] = t, 0.0, _next_event(table, pending, prio)
-                        info[3] = st.NOT_SMOOTH_CROSSING
-                        return st.EVENT_NOT_DIFFERENTIABLE, executions, terminal
-                # from here on the columns are total derivatives T = S + f dtau
-                for i in range(n):
-                    z_first[i] = z[i]
-                rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
-                for b in range(n_cols):
-                    base = n_state * (1 + b)
-                    for i in range(n_state):
-                        z[base + i] += f[i] * dtau[b]
-                for b in range(n_cols):
-                    v_jump[1 + b] = dtau[b]
-            for e in range(n_events):
+            for e in range(table.shape[0]):
                 if pending[e] > 0 and table[e, COL_TRIGGER_TIME_VALUES] != 0:
-                    for i in range(n):
-                        trig_state[e, i] = z[i]
+                    trig_state[e, :] = z
         if any_pending:
             # execute the next event; its assignment may switch triggers (cascades)
             priorities(t, z.ctypes, p.ctypes, unused.ctypes, prio.ctypes)
@@ -442,16 +396,13 @@ def process_instant(
             if not _log(t, e, offset, logged, ev_t, ev_index, ev_slot, ev_z, ev_count):
                 info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
                 return st.RECORD_FULL, executions, terminal
-            for i in range(n):
-                work[i] = z[i]
+            work[:] = z
             v_jump[0] = e
             jump(t, source.ctypes, p.ctypes, v_jump.ctypes, work.ctypes)
-            for i in range(n):
-                z[i] = work[i]
+            z[:] = work
             pending[e] -= 1
             executions += 1
-            if table[e, COL_TERMINAL] != 0:
-                terminal = True
+            terminal = terminal or table[e, COL_TERMINAL] != 0
             if executions > MAX_EXECUTIONS_PER_INSTANT:
                 info[0], info[1], info[2] = t, 0.0, e
                 info[3] = st.ACCUMULATION_CASCADE
@@ -484,14 +435,10 @@ def process_instant(
 
     if executions == 0:
         return st.SUCCESS, executions, terminal
-    if n_cols > 0:
+    if n_cols > 0 and not terminal:
         # back from total derivatives: S = T - f(after) dtau (f = 0 once terminal)
-        if not terminal:
-            rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
-            for b in range(n_cols):
-                base = n_state * (1 + b)
-                for i in range(n_state):
-                    z[base + i] -= f[i] * dtau[b]
+        rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
+        _add_rate_times_dtau(z, f, v_jump, n_state, -1.0)
     if j_cross >= 0:
         last_cross[j_cross] = t
     end = INSTANT_END_TERMINAL if terminal else INSTANT_END
@@ -500,3 +447,150 @@ def process_instant(
         info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
         return st.RECORD_FULL, executions, terminal
     return st.SUCCESS, executions, terminal
+
+
+@njit(cache=True)
+def _instant_cause(is_initial, j_cross, k_from, k_to, n_roots, stop_slot, cause_table):
+    """The instant's cause code (``t0``, the crossing atom, else the first slot due), and
+    whether every cause present at the instant moves with the parameters like it."""
+    if is_initial:
+        cause = -1
+    elif j_cross >= 0:
+        cause = j_cross
+    else:
+        cause = n_roots + stop_slot[k_from]
+    smooth = True
+    if j_cross >= 0 and cause_table[j_cross + 1, 0] != cause_table[cause + 1, 0]:
+        smooth = False
+    for k in range(k_from, k_to):
+        if cause_table[n_roots + stop_slot[k] + 1, 0] != cause_table[cause + 1, 0]:
+            smooth = False
+    return cause, smooth
+
+
+@njit(cache=True)
+def _atom_phases(
+    t,
+    n_roots,
+    is_initial,
+    j_cross,
+    d_cross,
+    k_from,
+    k_to,
+    g,
+    margin,
+    run_side,
+    directions,
+    stop_owner,
+    atom_time,
+    sides,
+    v_before,
+    v_at,
+    v_after,
+):
+    """Sides of every atom before, at and after the instant (``g``: the root atoms' values);
+    ``sides`` becomes the sides after it."""
+    for k in range(n_roots):
+        if is_initial:
+            s = side_of(g[k])
+            v_before[k], v_at[k], v_after[k] = s, s, s
+        elif k == j_cross and d_cross != 0:
+            v_before[k], v_at[k], v_after[k] = -d_cross, 0.0, d_cross
+        else:
+            if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
+                s = sides[k]
+            else:
+                margin[k] = 0.0
+                s = side_of(g[k])
+            if s != 0 and run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
+                # it crossed at this very time too, unreported (two atoms together)
+                v_before[k], v_at[k], v_after[k] = run_side[k], 0.0, s
+            else:
+                v_before[k], v_at[k], v_after[k] = s, s, s
+    for m in range(atom_time.size):
+        s = side_of(t - atom_time[m])
+        v_before[n_roots + m], v_at[n_roots + m], v_after[n_roots + m] = s, s, s
+    for k in range(k_from, k_to):
+        if stop_owner[k] < 0:
+            a = n_roots - 1 - stop_owner[k]
+            v_before[a], v_at[a], v_after[a] = -1.0, 0.0, 1.0
+    for a in range(n_roots + atom_time.size):
+        sides[a] = int(v_after[a])
+
+
+@njit(cache=True)
+def _set_off(
+    is_initial,
+    k_from,
+    k_to,
+    table,
+    stop_owner,
+    v_before,
+    v_after,
+    t_before,
+    t_at,
+    t_after,
+    trig,
+    pending,
+    trig_pos,
+):
+    """Pending events of the instant from the trigger values before, at and after it (at
+    ``t0`` the value before is ``initial_value``), the atoms' crossings and the slots due;
+    ``trig`` becomes the trigger values after it. Returns whether any event is pending."""
+    any_pending = False
+    for e in range(table.shape[0]):
+        pending[e] = 0
+        trig_pos[e] = 0
+        kind = table[e, COL_KIND]
+        if kind == KIND_TRIGGER:
+            before = float(table[e, COL_INITIAL_VALUE]) if is_initial else t_before[e]
+            if (before < 0.5 and t_at[e] > 0.5) or (t_at[e] < 0.5 and t_after[e] > 0.5):
+                pending[e] = 1
+            trig[e] = t_after[e]
+        elif kind == KIND_CROSSING and not is_initial:
+            a = table[e, COL_ATOM]
+            if v_before[a] != v_after[a] and v_after[a] != 0.0:
+                direction = table[e, COL_DIRECTION]
+                if direction == 0 or direction == side_of(v_after[a] - v_before[a]):
+                    pending[e] = 1
+        elif kind == KIND_SCHEDULED:
+            for k in range(k_from, k_to):
+                if stop_owner[k] == e:
+                    pending[e] += 1
+        if pending[e] > 0:
+            any_pending = True
+    return any_pending
+
+
+@njit(cache=True)
+def _add_rate_times_dtau(z, f, v_jump, n_state, sign):
+    """``S_b += sign f dtau_b`` for every sensitivity column ``b`` (``dtau_b = v_jump[1 +
+    b]``)."""
+    for b in range(v_jump.size - 1):
+        base = n_state * (1 + b)
+        for i in range(n_state):
+            z[base + i] += sign * f[i] * v_jump[1 + b]
+
+
+@njit(cache=True)
+def _to_total_derivatives(
+    t, z, p, n_state, cause, smooth, rhs, time_sensitivity, v_jump, z_first, f
+):
+    """Before the first execution: ``dtau`` of each column from the cause (into
+    ``v_jump[1:]``), the vector kept in ``z_first``, and the columns made total derivatives
+    ``T = S + f dtau``. Returns 0, or the NOT_SMOOTH_* reason the sensitivity is refused."""
+    if not smooth:
+        return st.NOT_SMOOTH_CAUSES
+    unused = np.zeros(1)
+    v_cause = np.zeros(1)
+    dtau = np.zeros(v_jump.size - 1)
+    v_cause[0] = cause
+    time_sensitivity(t, z.ctypes, p.ctypes, v_cause.ctypes, dtau.ctypes)
+    for b in range(dtau.size):
+        if not np.isfinite(dtau[b]):
+            return st.NOT_SMOOTH_CROSSING
+        v_jump[1 + b] = dtau[b]
+    z_first[:] = z
+    rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
+    _add_rate_times_dtau(z, f, v_jump, n_state, 1.0)
+    return 0

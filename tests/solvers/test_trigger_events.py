@@ -272,14 +272,30 @@ def ball():
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_zeno_bouncing_ball_raises_at_the_accumulation_point(ball, method):
-    """Restitution 0.5 from z = 5: impacts at 0.99 + (1 + 1/2 + 1/4 + ...) accumulate at
-    t = 2.990150; passing it would need infinitely many bounces."""
-    with pytest.raises(EventAccumulationError, match=r"events accumulate at t = 2\.99") as info:
-        solve(ball, [5.0, -0.1], [5.0], [10.0, 0.5], method=method, **TIGHT)
+@pytest.mark.parametrize(
+    ("y0", "params", "accumulation"),
+    [
+        # issue 15's ball: dropped from z = 1 with g = 9.81, impacts at sqrt(2 / g) (1 + 1 +
+        # 1/2 + ...): they accumulate at 3 sqrt(2 / g) = 1.3546
+        ([1.0, 0.0], [9.81, 0.5], 3 * np.sqrt(2 / 9.81)),
+        # thrown down from z = 5: the first impact at 0.99005, the next ones after 2 v1 / g
+        # (1 + 1/2 + ...) with v1 = |v(tau-)| / 2: they accumulate at 2.990150
+        (
+            [5.0, -0.1],
+            [10.0, 0.5],
+            (-0.1 + np.sqrt(0.01 + 100.0)) / 10.0 + 0.2 * np.sqrt(0.01 + 100.0),
+        ),
+    ],
+)
+def test_zeno_bouncing_ball_raises_at_the_accumulation_point(
+    ball, method, y0, params, accumulation
+):
+    """Restitution 0.5: the bounces accumulate at a finite time, and passing it would need
+    infinitely many of them. The solve ends there with a named error (before this check it
+    returned z(5) = -66.9 for issue 15's ball: the ball fell through the floor)."""
+    with pytest.raises(EventAccumulationError, match=r"events accumulate at t = ") as info:
+        solve(ball, y0, [5.0], params, method=method, **TIGHT)
     assert "event 'event0'" in str(info.value)
-    tau0 = (-0.1 + np.sqrt(0.01 + 100.0)) / 10.0
-    accumulation = tau0 + 0.4 * 0.5 * np.sqrt(0.01 + 100.0)
     assert info.value.t == pytest.approx(accumulation, abs=1e-5)
     assert info.value.t < accumulation + 1e-9
 
