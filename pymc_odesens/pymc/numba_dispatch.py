@@ -296,7 +296,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
                 capacity = 16 + 2 * n_slots
                 while True:
@@ -488,7 +488,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
                 while True:
                     code = integrate_hybrid(

@@ -25,7 +25,9 @@ NEWTON_FAILED = 4
 RECORD_FULL = 5  # internal: the trajectory recording arrays are full
 EVENT = 6  # internal: stopped at an implicit event (see solvers.event_location)
 STOP = 7  # internal: stopped at the requested stop time (an explicit event)
-BAD_EVENT_TIME = 8  # an explicit event time is not finite
+BAD_EVENT_TIME = 8  # an explicit event time is not finite (info[0]: its value)
+NON_FINITE_JUMP = 9  # the state after an event is not finite (info[3]: the event index)
+NON_FINITE_DERIVATIVE = 10  # a derivative of the rhs needed for a gradient is not finite
 
 INFO_SIZE = 4
 
@@ -52,11 +54,14 @@ def stats_dict(stats: np.ndarray) -> dict[str, int]:
     return {name: int(v) for name, v in zip(STAT_NAMES, stats)}
 
 
-def raise_for_status(status: int, info: np.ndarray, method: str, state_names=None) -> None:
+def raise_for_status(
+    status: int, info: np.ndarray, method: str, state_names=None, event_names=None
+) -> None:
     """Raise the exception that matches ``status`` (nothing on success).
 
     ``state_names`` is a sequence of component names, or a function returning
-    one (called only on failure: long name lists cost time on every solve).
+    one (called only on failure: long name lists cost time on every solve);
+    ``event_names`` the system's event names (for ``NON_FINITE_JUMP``).
     """
     if status == SUCCESS:
         return
@@ -116,10 +121,36 @@ def raise_for_status(status: int, info: np.ndarray, method: str, state_names=Non
             component=comp,
             method=method,
         )
+    if status == NON_FINITE_JUMP:
+        event = int(extra)
+        name = (
+            repr(event_names[event])
+            if event_names is not None and event < len(event_names)
+            else str(event)
+        )
+        raise NonFiniteRhsError(
+            f"{method}: the state after event {name} at t = {t:.10g} is not finite "
+            f"(NaN or inf) in {what}",
+            t=t,
+            step_size=h,
+            component=comp,
+            method=method,
+        )
+    if status == NON_FINITE_DERIVATIVE:
+        raise NonFiniteRhsError(
+            f"{method}: a derivative of the right-hand side (J_y or df/dp) is not finite "
+            f"(NaN or inf) at t = {t:.10g}"
+            + (f" in {what}" if comp is not None else "")
+            + "; the gradient is not defined there",
+            t=t,
+            step_size=h,
+            component=comp,
+            method=method,
+        )
     if status == BAD_EVENT_TIME:
         raise EventTimeError(
-            f"{method}: explicit event time {int(extra)} is not finite at these parameters "
-            f"(value {t})",
+            f"{method}: explicit event time {int(extra)} is not finite at these parameters: "
+            f"it evaluates to {t!r}",
             t=t,
             step_size=h,
             component=None,
