@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - older pytensor
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.solvers.controls import METHODS, validate_times
 
@@ -200,9 +201,13 @@ def ode_solution(
     on_failure : {"reject", "raise"}, optional
         What a solver failure does. ``"reject"`` (default inside a model):
         a potential adds ``-inf`` to the model's log-density, so the proposal
-        is rejected; outputs stay finite and gradients are zero, the failure
-        is counted (:func:`pymc_odesens.failure_counts`), announced once and
-        summarised when the process ends. ``"raise"`` (default outside a
+        is rejected; outputs stay finite and the gradient of the log-density is
+        zero (also through transforms that overflowed), the failure is counted
+        (:func:`pymc_odesens.failure_counts`), announced once and summarised
+        when the process ends. A gradient pass that fails after the solve (the
+        adjoint's backward phase) rejects the proposal the same way whenever the
+        log-density is evaluated with its gradient (see
+        :mod:`pymc_odesens.pymc.rejection`). ``"raise"`` (default outside a
         model): the :class:`~pymc_odesens.OdeSolverError` propagates.
     name : str, optional
         Name of the failure potential (default ``"<system>_solver_failed"``).
@@ -284,7 +289,7 @@ def ode_solution(
         while potential_name in model.named_vars:
             k += 1
             potential_name = f"{base}_{k}"
-        pm.Potential(potential_name, pt.switch(pt.any(failed), -np.inf, 0.0))
+        pm.Potential(potential_name, FailurePenalty()(failed))
     return y if batched else y[0]
 
 
