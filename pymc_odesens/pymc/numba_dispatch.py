@@ -44,6 +44,7 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+from pymc_odesens.sensitivity.forward import component_names
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
@@ -77,6 +78,9 @@ def _on_failure(key, experiment, code, t, h, component, extra, phase):
     system = spec.system
     if phase == PHASE_BACKWARD:
         names = [f"lambda_{s}" for s in system.states] + [f"mu_{q}" for q in system.params]
+    elif phase == PHASE_SOLVE and spec.route == "forward":
+        n_y0 = system.n_states if spec.wrt_y0 else 0
+        names = component_names(system, system.n_params, n_y0)
     else:
         names = list(system.states)
     label = _PHASE_NAMES.get(phase, spec.method)

@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - older pytensor
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
+from pymc_odesens.pymc.graph_inputs import known_times, real_tensor
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
 from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
@@ -49,8 +50,10 @@ def _as_matrix(argument: str, value, width: int, what: str):
         if len(value) == 0 and width == 0:
             value = np.zeros(0)
         else:
-            value = pt.stack([pt.as_tensor_variable(v, dtype="float64") for v in value], axis=-1)
-    x = pt.as_tensor_variable(value, dtype="float64")
+            value = pt.stack(
+                [real_tensor(f"{argument}[{i}]", v) for i, v in enumerate(value)], axis=-1
+            )
+    x = real_tensor(argument, value)
     if x.ndim not in (1, 2):
         raise ValueError(
             f"{argument} must have shape ({width},) or (E, {width}) ({what}); got {x.ndim} dims"
@@ -67,7 +70,7 @@ def _as_matrix(argument: str, value, width: int, what: str):
 
 def _experiment_times(times, t0: float) -> np.ndarray:
     """The validated output times: shape (T,), or (E, T) with one row per experiment."""
-    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    times_arr = known_times(times)
     if times_arr.ndim == 2:
         return np.ascontiguousarray(np.stack([validate_times(row, t0) for row in times_arr]))
     if times_arr.ndim <= 1:
