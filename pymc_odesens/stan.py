@@ -83,6 +83,7 @@ except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors
 
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.symbol_vector import make_symbols
 from pymc_odesens.model.tracing import symbolic_misuse_hint
 from pymc_odesens.pymc.ode_solution import ode_solution
@@ -315,7 +316,7 @@ def _presented(layouts: Sequence[_ArgLayout], symbols: Sequence[sp.Symbol]) -> l
 def _trace(f: Callable, n_states: int, layouts: Sequence[_ArgLayout]) -> OdeSystem:
     name = _function_name(f)
     state_names, param_names = _symbol_names(f, n_states, layouts)
-    t = sp.Symbol("t", real=True)
+    t = time_symbol()
     y_symbols = make_symbols(state_names)
     p_symbols = make_symbols(param_names)
     y = np.empty(n_states, dtype=object)

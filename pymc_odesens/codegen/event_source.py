@@ -39,6 +39,7 @@ from pymc_odesens.codegen.block_breaks import with_block_breaks
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.internal_symbols import InternalSymbol, internal_symbols
 
 __all__ = ["event_module_source", "event_sensitivity_module_source", "explicit_time_count"]
 
@@ -70,7 +71,7 @@ class _Writer:
         self._blocks += 1
         prefix = f"c{self._blocks}_"
         replacements, reduced = sp.cse(
-            [sp.sympify(e) for e in expressions], symbols=sp.numbered_symbols(prefix)
+            [sp.sympify(e) for e in expressions], symbols=internal_symbols(prefix)
         )
         pad = "    " * indent
         statements = [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
@@ -142,7 +143,7 @@ def _write_common(w: _Writer, system: OdeSystem, event, pieces, indent: int) -> 
             w.line(f"fp{i} = 0.0", indent)
     else:
         _, y_syms, _ = system.canonical_symbols
-        at_new = {y_syms[i]: sp.Symbol(f"yp{i}", real=True) for i in range(n)}
+        at_new = {y_syms[i]: InternalSymbol(f"yp{i}", real=True) for i in range(n)}
         w.assign(
             [f"fp{i}" for i in range(n)],
             [system.to_canonical(e).xreplace(at_new) for e in system.rhs_expressions],

@@ -330,22 +330,27 @@ def resolve_events(system, events: Sequence) -> tuple[SymbolicEvent, ...]:
     return tuple(resolved)
 
 
-def events_from_json(system, specs: Sequence[dict], where: str) -> tuple[SymbolicEvent, ...]:
+def events_from_json(
+    system, specs: Sequence[dict], where: str, names: dict | None = None
+) -> tuple[SymbolicEvent, ...]:
     """Events of the neutral JSON format (``events`` list; see shared/models/README.md).
 
     Each entry has ``kind`` ("implicit" or "explicit"), ``affect`` (a mapping from
     state names to expressions of the pre-event state; states not named keep their
     value), and ``condition`` + ``direction`` (implicit) or ``times`` (explicit);
-    optional ``terminal`` and ``name``.
+    optional ``terminal`` and ``name``. ``names`` binds the names the expressions may use
+    (default: states, parameters and ``t``); the entries are assumed validated
+    (:func:`pymc_odesens.model.json_schema.validate_json_model`).
     """
-    names = {str(s): s for s in (*system.state_symbols, *system.param_symbols)}
-    names["t"] = system.t
+    from pymc_odesens.model.expression_parser import parse_expression
+
+    if names is None:
+        names = {str(s): s for s in (*system.state_symbols, *system.param_symbols)}
+        names.setdefault("t", system.t)
 
     def parse(text, label):
-        try:
-            return sp.sympify(text, locals=names)
-        except (sp.SympifyError, SyntaxError, TypeError) as err:
-            raise ValueError(f"{where}: {label}: cannot parse {text!r}: {err}") from err
+        text = text if isinstance(text, str) else repr(text)
+        return parse_expression(text, names, f"{where}: {label}")
 
     events = []
     for j, spec in enumerate(specs):

@@ -17,6 +17,7 @@ import numpy as np
 import sympy as sp
 
 from pymc_odesens.model import OdeSystem, SymbolVector
+from pymc_odesens.model.expression_parser import parse_expression
 from pymc_odesens.model.tracing import traced
 
 __all__ = ["Observables", "resolve_observables"]
@@ -44,17 +45,14 @@ class Observables:
 
 def _locals(system: OdeSystem) -> dict:
     names = {str(s): s for s in (*system.state_symbols, *system.param_symbols)}
-    names["t"] = system.t
+    names.setdefault("t", system.t)
     names.update(getattr(system, "outputs", {}) or {})
     return names
 
 
 def _check_expression(system: OdeSystem, label: str, raw) -> sp.Expr:
     if isinstance(raw, str):
-        try:
-            expr = sp.sympify(raw, locals=_locals(system))
-        except (sp.SympifyError, SyntaxError, TypeError) as err:
-            raise ValueError(f"{label}: cannot parse expression {raw!r}: {err}") from err
+        expr = parse_expression(raw, _locals(system), label)
     else:
         try:
             expr = sp.sympify(raw)
