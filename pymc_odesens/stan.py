@@ -77,15 +77,11 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.variable import TensorVariable
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.symbol_vector import make_symbols
 from pymc_odesens.model.tracing import symbolic_misuse_hint
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ode_solution import ode_solution
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers.controls import resolve_controls

@@ -7,14 +7,10 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
 from pymc_odesens.pymc.graph_inputs import known_times, real_tensor
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
 from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.pymc.steady_state_solution import (

@@ -43,10 +43,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import GraphRewriter
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
+from pymc_odesens.pymc.graph_traversal import ancestors
 
 __all__ = [
     "FailurePenalty",

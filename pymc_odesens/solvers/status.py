@@ -70,95 +70,64 @@ def raise_for_status(
     t, h, component, extra = float(info[0]), float(info[1]), int(info[2]), info[3]
     comp = None if component < 0 else component
     where = f"t = {t:.10g}, step size h = {h:.3g}"
+    what = ""
     if comp is not None:
-        label = (
-            state_names[comp]
-            if state_names is not None and comp < len(state_names)
-            else f"component {comp}"
-        )
-        what = (
-            f"state {comp} ({label})"
-            if state_names is not None and comp < len(state_names)
-            else label
-        )
+        named = state_names is not None and comp < len(state_names)
+        what = f"state {comp} ({state_names[comp]})" if named else f"component {comp}"
+
+    def detail(text: str) -> str:
+        return text.format(what) if comp is not None else ""
+
     if status == MAX_NUM_STEPS:
-        raise MaxNumStepsError(
-            f"{method}: more than max_num_steps = {int(extra)} steps before the next output time "
-            f"at {where}; raise max_num_steps, loosen the tolerances or try a stiff method "
-            "(bdf)",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
+        error, message = (
+            MaxNumStepsError,
+            f"more than max_num_steps = {int(extra)} steps before the next output time at "
+            f"{where}; raise max_num_steps, loosen the tolerances or try a stiff method (bdf)",
         )
-    if status == STEP_TOO_SMALL:
-        detail = f"; largest weighted error in {what}" if comp is not None else ""
-        raise StepSizeTooSmallError(
-            f"{method}: step size underflow at {where}{detail}; the problem may be stiff, "
-            "singular or its tolerances too tight",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
+    elif status == STEP_TOO_SMALL:
+        error, message = (
+            StepSizeTooSmallError,
+            f"step size underflow at {where}{detail('; largest weighted error in {}')}; the "
+            "problem may be stiff, singular or its tolerances too tight",
         )
-    if status == NON_FINITE_RHS:
-        detail = f" in {what}" if comp is not None else ""
-        raise NonFiniteRhsError(
-            f"{method}: the right-hand side is not finite (NaN or inf){detail} at {where}, "
+    elif status == NON_FINITE_RHS:
+        error, message = (
+            NonFiniteRhsError,
+            f"the right-hand side is not finite (NaN or inf){detail(' in {}')} at {where}, "
             "and smaller steps did not help",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
         )
-    if status == NEWTON_FAILED:
-        detail = f"; slowest component {what}" if comp is not None else ""
-        raise NewtonConvergenceError(
-            f"{method}: the Newton iteration failed {int(extra)} times in one step "
-            f"at {where}{detail}",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
+    elif status == NEWTON_FAILED:
+        error, message = (
+            NewtonConvergenceError,
+            f"the Newton iteration failed {int(extra)} times in one step at {where}"
+            f"{detail('; slowest component {}')}",
         )
-    if status == NON_FINITE_JUMP:
+    elif status == NON_FINITE_JUMP:
         event = int(extra)
-        name = (
-            repr(event_names[event])
-            if event_names is not None and event < len(event_names)
-            else str(event)
+        named = event_names is not None and event < len(event_names)
+        error, message = (
+            NonFiniteRhsError,
+            f"the state after event {repr(event_names[event]) if named else event} at "
+            f"t = {t:.10g} is not finite (NaN or inf){detail(' in {}')}",
         )
-        raise NonFiniteRhsError(
-            f"{method}: the state after event {name} at t = {t:.10g} is not finite "
-            f"(NaN or inf) in {what}",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
+    elif status == NON_FINITE_DERIVATIVE:
+        error, message = (
+            NonFiniteRhsError,
+            "a derivative of the right-hand side (J_y or df/dp) is not finite (NaN or inf) at "
+            f"t = {t:.10g}{detail(' in {}')}; the gradient is not defined there",
         )
-    if status == NON_FINITE_DERIVATIVE:
-        raise NonFiniteRhsError(
-            f"{method}: a derivative of the right-hand side (J_y or df/dp) is not finite "
-            f"(NaN or inf) at t = {t:.10g}"
-            + (f" in {what}" if comp is not None else "")
-            + "; the gradient is not defined there",
-            t=t,
-            step_size=h,
-            component=comp,
-            method=method,
+    elif status == BAD_EVENT_TIME:
+        comp = None
+        error, message = (
+            EventTimeError,
+            f"explicit event time {int(extra)} is not finite at these parameters: it "
+            f"evaluates to {t!r}",
         )
-    if status == BAD_EVENT_TIME:
-        raise EventTimeError(
-            f"{method}: explicit event time {int(extra)} is not finite at these parameters: "
-            f"it evaluates to {t!r}",
-            t=t,
-            step_size=h,
-            component=None,
-            method=method,
-        )
-    if status == RECORD_FULL:
+    elif status == RECORD_FULL:
         raise RuntimeError(
             f"{method}: trajectory recording full ({int(extra)} records) at {where}; "
             "the caller must provide larger recording arrays"
         )
-    raise RuntimeError(f"{method}: unknown solver status {status}")
+    else:
+        raise RuntimeError(f"{method}: unknown solver status {status}")
+    raise error(f"{method}: {message}", t=t, step_size=h, component=comp, method=method)

@@ -84,6 +84,13 @@ def test_stan_functions_raise_the_solver_error_outside_a_model(function):
         y.eval()
 
 
+@pytest.fixture(scope="module")
+def linear():
+    return OdeSystem(
+        lambda t, y, p: [-p.k * y.x + y.z, -y.z], states=["x", "z"], params=["k"], name="lin"
+    )
+
+
 BACKWARD = (
     ("bdf", {}, "NonFiniteRhsError in the adjoint backward solve"),
     ("adams", {}, "NonFiniteRhsError in the adjoint backward solve"),
@@ -123,12 +130,9 @@ def test_backward_failure_rejects_with_a_finite_gradient(root_of_parameter):
     assert np.isfinite(model.compile_logp()({"q": 0.0}))
 
 
-def test_backward_max_num_steps_names_the_phase():
+def test_backward_max_num_steps_names_the_phase(linear):
     """The forward solve fits in max_num_steps = 40, the backward one at tolerance 1e-12
     does not."""
-    linear = OdeSystem(
-        lambda t, y, p: [-p.k * y.x + y.z, -y.z], states=["x", "z"], params=["k"], name="lin"
-    )
     with pm.Model() as model:
         k = pm.Normal("k", 1.0, 0.1)
         y = ode_solution(
@@ -171,13 +175,10 @@ def test_overflowing_transform_gives_a_finite_gradient(method, route):
     assert pymc_odesens.failure_counts() == {"NonFiniteInputError": 1}
 
 
-def test_checkpoint_control_does_not_size_buffers():
+def test_checkpoint_control_does_not_size_buffers(linear):
     """num_steps_between_checkpoints = 10**9 ("no checkpoints") raised MemoryError on the
     gradient: the backward pass sized its buffer for 2e9 steps. It is sized from the forward
     steps now, and the gradient equals the one with the default control."""
-    linear = OdeSystem(
-        lambda t, y, p: [-p.k * y.x + y.z, -y.z], states=["x", "z"], params=["k"], name="lin"
-    )
     grads = []
     for between in (150, 10**9):
         with pm.Model() as model:

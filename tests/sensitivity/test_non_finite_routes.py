@@ -65,6 +65,12 @@ def _run(route, system, y0, times, params, method):
     return solve_sensitivity(system, y0, times, params, method=method, sensitivity=route)
 
 
+def _adjoint(system, y0, times, params, adjoint_method, method):
+    cotangent = np.ones((len(times), system.n_states))
+    controls = dict(solver_forward=method, solver_backward=method, adjoint_method=adjoint_method)
+    return adjoint_gradient(system, y0, times, params, cotangent, **controls)
+
+
 @pytest.mark.parametrize("route", SOLVE_ROUTES)
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("fault", ["blow_up", "root"])
@@ -89,16 +95,7 @@ def test_state_faults_raise_on_every_solve_route(faults, fault, method, route):
 def test_state_faults_raise_in_the_adjoint_forward_phase(faults, fault, adjoint_method, method):
     system, y0, times, params, (t_low, t_high) = faults[fault]
     with pytest.raises(NonFiniteRhsError, match=rf"adjoint forward solve \({method}\)") as info:
-        adjoint_gradient(
-            system,
-            y0,
-            times,
-            params,
-            np.ones((2, 1)),
-            solver_forward=method,
-            solver_backward=method,
-            adjoint_method=adjoint_method,
-        )
+        _adjoint(system, y0, times, params, adjoint_method, method)
     assert t_low <= info.value.t <= t_high
 
 
@@ -128,16 +125,7 @@ def test_infinite_parameter_derivative_raises_in_the_backward_phase(
 ):
     system, y0, times, params, _ = faults["root_of_parameter"]
     with pytest.raises(NonFiniteRhsError, match=match):
-        adjoint_gradient(
-            system,
-            y0,
-            times,
-            params,
-            np.ones((2, 1)),
-            solver_forward=method,
-            solver_backward=method,
-            adjoint_method=adjoint_method,
-        )
+        _adjoint(system, y0, times, params, adjoint_method, method)
 
 
 @pytest.fixture(scope="module")
