@@ -130,24 +130,26 @@ def test_backward_failure_rejects_with_a_finite_gradient(root_of_parameter):
     assert np.isfinite(model.compile_logp()({"q": 0.0}))
 
 
+def _linear_model(linear, **controls):
+    """``k ~ N(1, 0.1)``, the adjoint solution of ``linear`` observed with unit noise."""
+    with pm.Model() as model:
+        k = pm.Normal("k", 1.0, 0.1)
+        y = ode_solution(linear, [1.0, 1.0], [1.0, 2.0], [k], sensitivity="adjoint", **controls)
+        pm.Normal("obs", y[:, 0], 1.0, observed=[0.5, 0.2])
+    return model
+
+
 def test_backward_max_num_steps_names_the_phase(linear):
     """The forward solve fits in max_num_steps = 40, the backward one at tolerance 1e-12
     does not."""
-    with pm.Model() as model:
-        k = pm.Normal("k", 1.0, 0.1)
-        y = ode_solution(
-            linear,
-            [1.0, 1.0],
-            [1.0, 2.0],
-            [k],
-            sensitivity="adjoint",
-            max_num_steps=40,
-            relative_tolerance_backward=1e-12,
-            absolute_tolerance_backward=1e-14,
-            relative_tolerance_quadrature=1e-12,
-            absolute_tolerance_quadrature=1e-14,
-        )
-        pm.Normal("obs", y[:, 0], 1.0, observed=[0.5, 0.2])
+    model = _linear_model(
+        linear,
+        max_num_steps=40,
+        relative_tolerance_backward=1e-12,
+        absolute_tolerance_backward=1e-14,
+        relative_tolerance_quadrature=1e-12,
+        absolute_tolerance_quadrature=1e-14,
+    )
     pymc_odesens.reset_failure_counts()
     with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match="max_num_steps = 40"):
         logp, grad = _logp_and_gradient(model, 1.0)
@@ -179,22 +181,13 @@ def test_checkpoint_control_does_not_size_buffers(linear):
     """num_steps_between_checkpoints = 10**9 ("no checkpoints") raised MemoryError on the
     gradient: the backward pass sized its buffer for 2e9 steps. It is sized from the forward
     steps now, and the gradient equals the one with the default control."""
-    grads = []
-    for between in (150, 10**9):
-        with pm.Model() as model:
-            k = pm.Normal("k", 1.0, 0.1)
-            y = ode_solution(
-                linear,
-                [1.0, 1.0],
-                [1.0, 2.0],
-                [k],
-                sensitivity="adjoint",
-                num_steps_between_checkpoints=between,
-                relative_tolerance=1e-10,
-                absolute_tolerance=1e-10,
-            )
-            pm.Normal("obs", y[:, 0], 1.0, observed=[0.5, 0.2])
-        grads.append(_logp_and_gradient(model, 1.2)[1])
+    tight = dict(relative_tolerance=1e-10, absolute_tolerance=1e-10)
+    grads = [
+        _logp_and_gradient(
+            _linear_model(linear, num_steps_between_checkpoints=between, **tight), 1.2
+        )[1]
+        for between in (150, 10**9)
+    ]
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-8)
 
 
