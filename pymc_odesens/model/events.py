@@ -35,6 +35,7 @@ import sympy as sp
 
 from pymc_odesens.model.derivatives import clean_derivative
 from pymc_odesens.model.symbol_vector import SymbolVector
+from pymc_odesens.model.tracing import traced
 
 __all__ = [
     "DIRECTIONS",
@@ -353,13 +354,6 @@ def _check_trigger_structure(node, label: str) -> None:
     )
 
 
-def _trace(function: Callable, args: tuple, label: str):
-    try:
-        return function(*args)
-    except (IndexError, KeyError, AttributeError) as err:
-        raise type(err)(f"while tracing {label}: {str(err)}") from err
-
-
 def _as_sequence(values, label: str) -> list:
     if isinstance(values, (sp.MatrixBase, np.ndarray)):
         values = list(np.asarray(values, dtype=object).ravel())
@@ -379,7 +373,7 @@ def _resolve_affect(system, affect, label: str, args: tuple, allowed: set) -> tu
         return symbols, (False,) * n
     if not callable(affect):
         raise TypeError(f"{label}: affect must be a callable affect(t, y, p)")
-    raw = _trace(affect, args, f"{label} affect")
+    raw = traced(affect, args, f"{label} affect")
     if isinstance(raw, Mapping):
         unknown = [key for key in raw if key not in system.states]
         if unknown:
@@ -476,7 +470,7 @@ def _implicit(system, event, label, args, everything, common) -> SymbolicEvent:
         raise ValueError(
             f"{label}: direction must be one of {sorted(DIRECTIONS)}, got {event.direction!r}"
         )
-    raw = _trace(event.condition, args, f"{label} condition")
+    raw = traced(event.condition, args, f"{label} condition")
     if isinstance(raw, (list, tuple)):
         raise TypeError(f"{label}: condition must return one expression, got {raw!r}")
     condition = _as_expression(raw, f"{label}: condition", everything)
@@ -493,7 +487,7 @@ def _implicit(system, event, label, args, everything, common) -> SymbolicEvent:
 def _explicit(system, event, label, p_vec, common) -> SymbolicEvent:
     raw_times = event.times
     if callable(raw_times):
-        raw_times = _trace(raw_times, (p_vec,), f"{label} times")
+        raw_times = traced(raw_times, (p_vec,), f"{label} times")
     times = _as_sequence(raw_times, f"{label}: times")
     if not times:
         raise ValueError(f"{label}: times must hold at least one time")
@@ -511,7 +505,7 @@ def _triggered(event, label, args, everything, common) -> SymbolicEvent:
     if not callable(event.trigger):
         raise TypeError(f"{label}: trigger must be a callable trigger(t, y, p)")
     try:
-        raw = _trace(event.trigger, args, f"{label} trigger")
+        raw = traced(event.trigger, args, f"{label} trigger")
     except TypeError as err:
         if "truth value" not in str(err):
             raise
@@ -524,7 +518,7 @@ def _triggered(event, label, args, everything, common) -> SymbolicEvent:
     if event.priority is not None:
         raw_priority = event.priority
         if callable(raw_priority):
-            raw_priority = _trace(raw_priority, args, f"{label} priority")
+            raw_priority = traced(raw_priority, args, f"{label} priority")
         priority = _as_expression(raw_priority, f"{label}: priority", everything)
     return SymbolicEvent(
         kind="trigger",

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_instant import INSTANT_END_TERMINAL, NOT_DIFFERENTIABLE
 
 __all__ = ["frozen_time", "instant_workspace", "undo_event_instants"]
@@ -82,8 +83,9 @@ def undo_event_instants(
     ``>= t_from``, last first: ``lam`` (the cotangent of the state after them) becomes that
     of the state before them, their terms go to ``p_bar``.
 
-    Returns ``(status, the last log row not undone)``; ``status`` SUCCESS or
-    EVENT_NOT_DIFFERENTIABLE (``info`` filled).
+    Returns ``(status, the last log row not undone)``; ``status`` SUCCESS,
+    EVENT_NOT_DIFFERENTIABLE or NON_FINITE_DERIVATIVE (an event's transposed assignment is
+    not finite), with ``info`` filled.
     """
     acc, out, grad, f, v_jump, v_cause = workspace
     n = lam.size
@@ -114,6 +116,10 @@ def undo_event_instants(
             for j in range(n):
                 v_jump[1 + j] = lam[j]
             adjoint_jump(t, ev_y[first + q].ctypes, p.ctypes, v_jump.ctypes, out.ctypes)
+            bad = first_non_finite(out, out.size)
+            if bad >= 0:
+                info[0], info[1], info[2], info[3] = t, 0.0, bad, ev_index[row]
+                return st.NON_FINITE_DERIVATIVE, k_event
             for j in range(n):
                 lam[j] = out[j] + acc[i, j]
                 if q == i:

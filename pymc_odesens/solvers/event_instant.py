@@ -55,6 +55,7 @@ from pymc_odesens.codegen.event_tables import (
     KIND_TRIGGER,
 )
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_location import FORCE_NEGATIVE, FORCE_POSITIVE, side_of
 
 __all__ = [
@@ -280,8 +281,8 @@ def process_instant(
     ``[k_from, k_to)``: the schedule slots due at ``t``.
 
     Returns ``(status, executions, terminal)``; ``status`` SUCCESS, RECORD_FULL (event
-    log too short), EVENT_ACCUMULATION or EVENT_NOT_DIFFERENTIABLE (with sensitivity
-    columns), with ``info`` filled.
+    log too short), NON_FINITE_JUMP (an assignment gave NaN or inf), EVENT_ACCUMULATION or
+    EVENT_NOT_DIFFERENTIABLE (with sensitivity columns), with ``info`` filled.
     """
     (
         g,
@@ -399,6 +400,10 @@ def process_instant(
             work[:] = z
             v_jump[0] = e
             jump(t, source.ctypes, p.ctypes, v_jump.ctypes, work.ctypes)
+            bad = first_non_finite(work, n)
+            if bad >= 0:
+                info[0], info[1], info[2], info[3] = t, 0.0, bad, e
+                return st.NON_FINITE_JUMP, executions, terminal
             z[:] = work
             pending[e] -= 1
             executions += 1

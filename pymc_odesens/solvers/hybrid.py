@@ -7,7 +7,9 @@ processes the *instant* there (:mod:`pymc_odesens.solvers.event_instant`): which
 fire, in which order, their jumps (generated ``jump`` kernels of the plain state or of
 the state and its sensitivity columns: the driver does not know which), cascades, and
 the sides of the atoms for the next run, which starts at the instant's time: a clean
-restart, since the method's history ends at the discontinuity. ``t0`` is an instant
+restart, since the method's history ends at the discontinuity. A jump that leaves a
+component NaN or infinite (the state, or a sensitivity column through the event time's
+derivative) ends the integration with ``NON_FINITE_JUMP``. ``t0`` is an instant
 too (events whose trigger is true there with ``initial_value`` false, explicit events
 due at ``t0``). Output times equal to an instant's time receive the state after it (the
 right limit); after a terminal event the state stays at its value after the instant.
@@ -201,8 +203,8 @@ def explicit_schedule(
     """Evaluate the scheduled times at ``p`` and sort them (ties in slot order).
 
     Fills the three output arrays (one entry per slot: time, owner, slot); returns the
-    index of a slot whose time is not finite, or -1. ``slot_time`` is unused (kept for
-    the messages of the callers).
+    index of a slot whose time is not finite (its value then in ``stop_times[0]``), or -1.
+    ``slot_time`` is unused (kept for the messages of the callers).
     """
     n_slots = slot_event.size
     if n_slots == 0:
@@ -212,6 +214,7 @@ def explicit_schedule(
     times_kernel(t0, unused.ctypes, p.ctypes, unused.ctypes, values.ctypes)
     for s in range(n_slots):
         if not np.isfinite(values[s]):
+            stop_times[0] = values[s]
             return s
     order = np.argsort(values, kind="mergesort")
     for s in range(n_slots):

@@ -260,7 +260,7 @@ def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray) -> tup
     if bad >= 0:
         st.raise_for_status(
             st.BAD_EVENT_TIME,
-            np.array([np.nan, 0.0, -1.0, event_kernels.slot_time[bad]]),
+            np.array([stop_times[0], 0.0, -1.0, event_kernels.slot_time[bad]]),
             event_kernels.slot_names[bad],
         )
     return stop_times, stop_owner, stop_slot
