@@ -92,47 +92,27 @@ def new_workspace(n, n_roots, n_atoms, n_events):
     r = max(n_roots, 1)
     a = max(n_atoms, 1)
     e = max(n_events, 1)
-    g = np.zeros(r)
-    rates = np.zeros(r)
-    margin = np.zeros(r)
-    run_side = np.zeros(r, dtype=np.int64)
-    last_cross = np.full(r, -np.inf)
-    sides = np.zeros(a, dtype=np.int64)
-    v_before = np.zeros(a)
-    v_at = np.zeros(a)
-    v_after = np.zeros(a)
-    trig = np.zeros(e)
-    t_before = np.zeros(e)
-    t_at = np.zeros(e)
-    t_after = np.zeros(e)
-    pending = np.zeros(e, dtype=np.int64)
-    trig_pos = np.zeros(e, dtype=np.int64)
-    trig_state = np.zeros((e, n))
-    prio = np.zeros(e)
-    z_first = np.zeros(n)
-    work = np.zeros(n)
-    f = np.zeros(n)
     return (
-        g,
-        rates,
-        margin,
-        run_side,
-        last_cross,
-        sides,
-        v_before,
-        v_at,
-        v_after,
-        trig,
-        t_before,
-        t_at,
-        t_after,
-        pending,
-        trig_pos,
-        trig_state,
-        prio,
-        z_first,
-        work,
-        f,
+        np.zeros(r),  # g: the root atoms' values
+        np.zeros(r),  # rates: their time derivatives
+        np.zeros(r),  # margin: within it of zero a root atom keeps its side
+        np.zeros(r, dtype=np.int64),  # run_side: each root atom's side at the run's start
+        np.full(r, -np.inf),  # last_cross: its last crossing that set off events
+        np.zeros(a, dtype=np.int64),  # sides: every atom's side as the triggers see it
+        np.zeros(a),  # v_before: sides just before the instant
+        np.zeros(a),  # v_at: at it
+        np.zeros(a),  # v_after: just after it
+        np.zeros(e),  # trig: the trigger values
+        np.zeros(e),  # t_before: trigger values before the instant
+        np.zeros(e),  # t_at: at it
+        np.zeros(e),  # t_after: after it (and after each execution)
+        np.zeros(e, dtype=np.int64),  # pending: executions due of each event
+        np.zeros(e, dtype=np.int64),  # trig_pos: the execution its trigger switched at
+        np.zeros((e, n)),  # trig_state: the vector then (use_values_from_trigger_time)
+        np.zeros(e),  # prio: the priorities
+        np.zeros(n),  # z_first: the vector before the instant's first execution
+        np.zeros(n),  # work: a jump's output
+        np.zeros(n),  # f: the right-hand side
     )
 
 
@@ -246,7 +226,6 @@ def process_instant(
     p,
     is_initial,
     j_cross,
-    d_cross,
     resolution,
     k_from,
     k_to,
@@ -276,8 +255,8 @@ def process_instant(
     """Execute the events of the instant at ``t``; ``z`` (the vector before it) becomes the
     vector after it, ``g_zero`` the start codes of the next integrator run.
 
-    ``j_cross`` / ``d_cross``: the root atom whose crossing stopped the run and its
-    direction (-1 / 0 for none); ``resolution``: how well its value is resolved there;
+    ``j_cross``: the root atom whose crossing stopped the run (-1 for none);
+    ``resolution``: how well its value is resolved there;
     ``[k_from, k_to)``: the schedule slots due at ``t``.
 
     Returns ``(status, executions, terminal)``; ``status`` SUCCESS, RECORD_FULL (event
@@ -327,6 +306,18 @@ def process_instant(
 
     # 1. sides of the atoms before, at and after the instant
     conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
+    d_cross = 0
+    if j_cross >= 0:
+        # the direction of the crossing: the only one that stops runs, else away from the
+        # side the run started with, else the sign the atom has now, else that of its rate
+        d_cross = directions[j_cross]
+        if d_cross == 0:
+            d_cross = -run_side[j_cross]
+        if d_cross == 0:
+            d_cross = side_of(g[j_cross])
+        if d_cross == 0:
+            rates_kernel(t, z.ctypes, p.ctypes, unused.ctypes, rates.ctypes)
+            d_cross = side_of(rates[j_cross])
     _atom_phases(
         t,
         n_roots,

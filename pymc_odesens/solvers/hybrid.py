@@ -292,11 +292,7 @@ def integrate_hybrid(
     z_event = np.empty(z0.size)
     event_out = np.zeros(EVENT_OUT_SIZE)
     g_zero = np.zeros(n_roots)
-    g_cross = np.zeros(max(n_roots, 1))
-    unused = np.zeros(1)
     workspace = new_workspace(z0.size, n_roots, n_roots + n_time, table.shape[0])
-    run_side = workspace[3]
-    rates_now = workspace[1]
     count = np.zeros(1, dtype=np.int64)
     rec_total = 0
     logging = op_log.shape[0] > 0
@@ -314,7 +310,6 @@ def integrate_hybrid(
     # events due at t0); later ones are where a run stopped
     initial = True
     j_cross = -1
-    d_cross = 0
     resolution = 0.0
     events_since_output = 0
     while True:
@@ -327,7 +322,6 @@ def integrate_hybrid(
             p,
             initial,
             j_cross,
-            d_cross,
             resolution,
             k_stop,
             k_to,
@@ -429,22 +423,5 @@ def integrate_hybrid(
         out_index += written
         t = event_out[0]
         z[:] = z_event
-        j_cross = -1
-        d_cross = 0
-        if status == st.EVENT:
-            j_cross = int(event_out[1])
-            # the direction of the crossing: the only one that stops runs, else away from
-            # the side the run started with, else the sign the condition has now, else
-            # that of its time derivative
-            d_cross = directions[j_cross]
-            if d_cross == 0:
-                d_cross = -run_side[j_cross]
-            if d_cross == 0:
-                conditions(t, z.ctypes, p.ctypes, unused.ctypes, g_cross.ctypes)
-                if g_cross[j_cross] != 0.0:
-                    d_cross = 1 if g_cross[j_cross] > 0.0 else -1
-                else:
-                    rates(t, z.ctypes, p.ctypes, unused.ctypes, rates_now.ctypes)
-                    if rates_now[j_cross] != 0.0:
-                        d_cross = 1 if rates_now[j_cross] > 0.0 else -1
+        j_cross = int(event_out[1]) if status == st.EVENT else -1
         resolution = event_out[3]
