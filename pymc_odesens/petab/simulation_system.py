@@ -40,7 +40,7 @@ def _switch_events(switches: list[TimeSwitch], n_model: int, name: str) -> list[
             return [value if j == index else y[j] for j in range(len(y))]
 
         events.append(
-            ExplicitEvent(lambda p, tau=switch.time: [tau], affect=affect, name=f"switch_{k}")
+            ExplicitEvent(lambda p, tau=switch.event_time: [tau], affect=affect, name=f"switch_{k}")
         )
     return events
 
@@ -165,6 +165,10 @@ class SimulationSystem:
             for s, e in zip(model_system.states, model_system.initial_state_expressions)
         ]
         switches = find_time_switches(rhs, model_system.t, model_system.state_symbols, params)
+        settled = {w.condition: sp.true if w.after else sp.false for w in switches if w.settled}
+        if settled:
+            rhs = [e.xreplace(settled) for e in rhs]
+            switches = [w for w in switches if not w.settled]
         switch_names = []
         for k in range(len(switches)):
             candidate = f"time_switch_{k}"

@@ -9,14 +9,23 @@ conditions into root-found events; here each condition ``c(t, p)`` that changes 
 once, at a time ``tau(p)`` (it is ``t`` compared with an expression of the parameters,
 ``t`` entering linearly with a numeric coefficient), becomes a *switch state* ``s``:
 
-- ``ds/dt = 0``, ``s(0) = 1`` if ``c(0, p)`` holds, else 0;
-- an explicit event at ``tau(p)`` sets ``s`` to the value ``c`` takes after ``tau``;
+- ``ds/dt = 0``; ``s(0)`` is the value ``c`` takes just after ``t = 0`` (1 or 0): its
+  value before ``tau`` if ``tau > 0``, else its value after ``tau``;
+- an explicit event at ``tau(p)`` sets ``s`` to the value ``c`` takes after ``tau``; it
+  fires only where ``tau > 0`` (its time is ``-1``, before the start, otherwise);
 - the condition in the right-hand side is replaced by ``s > 1/2``.
 
 The integration then stops exactly at ``tau`` (the last step before it sees the old
 branch) and restarts with the new one; sensitivities and adjoints include the event
-(with the event-time correction when ``tau`` depends on estimated parameters). Conditions
-of other forms are left to the integrator's step-size control.
+(with the event-time correction when ``tau`` depends on estimated parameters). A
+switching time at ``t = 0`` (PEtab conditions often set the time of a second stimulus to
+0 when there is none) does not fire: an event there would coincide with the start, whose
+time does not move with the parameters, and the derivative with respect to ``tau`` would
+be one-sided (the event engine refuses it). The derivative given there is the one from
+below, zero, as for every ``tau <= 0``. A condition whose switching time is a number at
+or before ``t = 0`` is settled (:attr:`TimeSwitch.settled`): the simulated system takes
+its value after the switch instead of a switch state.
+Conditions of other forms are left to the integrator's step-size control.
 """
 
 from __future__ import annotations
@@ -48,13 +57,24 @@ class TimeSwitch:
     after : bool
         Its value after ``tau``.
     initial : sympy.Expr
-        Its value at ``t = 0`` as 1 or 0, an expression of the parameters.
+        Its value just after ``t = 0`` as 1 or 0, an expression of the parameters.
     """
 
     condition: sp.Rel
     time: sp.Expr
     after: bool
     initial: sp.Expr
+
+    @property
+    def event_time(self) -> sp.Expr:
+        """``tau`` where ``tau > 0``, else ``-1`` (before the start: no event)."""
+        return sp.Piecewise((self.time, self.time > 0), (sp.S.NegativeOne, True))
+
+    @property
+    def settled(self) -> bool:
+        """Whether the switching time is a number at or before ``t = 0``: the condition
+        then keeps its value after the switch throughout ``t > 0``."""
+        return bool(self.time.is_Number and self.time <= 0)
 
 
 def _switch(relation: sp.Rel, t: sp.Symbol) -> TimeSwitch | None:
@@ -68,12 +88,13 @@ def _switch(relation: sp.Rel, t: sp.Symbol) -> TimeSwitch | None:
     if not slope.is_Number or slope == 0:
         return None
     tau = sp.simplify(-d.coeff(t, 0) / slope)
-    at_zero = relation.subs(t, 0)
+    after = bool(after_rule(slope))
+    before, later = (sp.S.Zero, sp.S.One) if after else (sp.S.One, sp.S.Zero)
     return TimeSwitch(
         condition=relation,
         time=tau,
-        after=bool(after_rule(slope)),
-        initial=sp.Piecewise((sp.S.One, at_zero), (sp.S.Zero, True)),
+        after=after,
+        initial=sp.Piecewise((before, tau > 0), (later, True)),
     )
 
 

@@ -38,9 +38,24 @@ def problem_yaml(name: str):
     return path
 
 
+# not run: measured, the numba compilation of Chen's kernels (504 states, 155 estimated
+# parameters) exceeded an 8 GB address-space limit after 8.7 minutes (MemoryError, 6.7 GB
+# resident; unlimited, the test process reached 18 GB and was killed). The compile scaling
+# work (generated kernels through llvmlite, sparse LU) is what it waits for.
+NOT_RUN = {
+    "Chen_MSB2009": "kernel compilation of 504 states exceeds 8 GB of memory "
+    "(docs/petab.md, 'The benchmark collection')",
+}
+
+
 def problem_params(names=REFERENCE_LLH):
-    """``pytest.param`` per problem, the ones not in QUICK marked slow."""
-    return [
-        pytest.param(name, marks=() if name in QUICK else pytest.mark.slow, id=name)
-        for name in names
-    ]
+    """``pytest.param`` per problem: the ones not in QUICK marked slow, those of NOT_RUN
+    skipped with their reason."""
+    params = []
+    for name in names:
+        if name in NOT_RUN:
+            marks = pytest.mark.skip(reason=f"{name}: {NOT_RUN[name]}")
+        else:
+            marks = () if name in QUICK else pytest.mark.slow
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params

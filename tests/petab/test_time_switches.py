@@ -44,3 +44,19 @@ def test_one_switch_per_distinct_condition():
         [sp.Piecewise((1, c), (0, True)), y * sp.Piecewise((2, c), (k, True))], t, [y], [a, k]
     )
     assert len(switches) == 1
+
+
+def test_a_switching_time_at_the_start_does_not_fire():
+    # t <= a holds at t = 0 when a = 0, but not just after: the switch starts at its value
+    # after the switch, and its event (time -1, before the start) does not fire
+    switch = _one(sp.Piecewise((k, t <= a), (0, True)))
+    assert switch.after is False
+    assert switch.initial.subs(a, 0.0) == 0 and switch.initial.subs(a, 1.5) == 1
+    assert switch.event_time.subs(a, 0.0) == -1 and switch.event_time.subs(a, 1.5) == 1.5
+    assert not switch.settled
+
+
+def test_a_numeric_switching_time_at_or_before_the_start_is_settled():
+    assert _one(sp.Piecewise((k, t < 0), (0, True))).settled
+    assert _one(sp.Piecewise((k, t > -2.0), (0, True))).settled
+    assert not _one(sp.Piecewise((k, t < 0.5), (0, True))).settled
