@@ -10,6 +10,11 @@ from os import PathLike
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.model.conservation import (
+    ConservationLaws,
+    find_conservation_laws,
+    validate_stoichiometry,
+)
 from pymc_odesens.model.derivatives import (
     jacobian_vector_product,
     jacobian_wrt_params,
@@ -332,6 +337,7 @@ class OdeSystem:
         self.events = ()
         self.source = None
         self.initial_state_expressions = None
+        self._stoichiometry = None
 
     def set_events(self, events: Sequence) -> None:
         """Declare the system's events (replacing any declared before).
@@ -344,6 +350,40 @@ class OdeSystem:
         self.events = resolve_events(self, events)
         self.__dict__.pop("fingerprint", None)
         self.__dict__.pop("_compiled_kernels", None)
+
+    @property
+    def stoichiometry(self) -> sp.Matrix | None:
+        """The stoichiometric matrix (N states x R reactions), or None.
+
+        When set, the right-hand side is ``f = stoichiometry @ v(t, y, p)`` for some
+        reaction rates ``v`` (a model importer that knows the reactions sets it), and
+        :attr:`conservation_laws` are read from it. Entries must be numbers (int, float or
+        rational; floats are taken at their exact binary value); fold symbolic factors such
+        as compartment volumes into the rates. Stored as an exact sympy matrix.
+        """
+        return self.__dict__.get("_stoichiometry")
+
+    @stoichiometry.setter
+    def stoichiometry(self, value) -> None:
+        self._stoichiometry = validate_stoichiometry(value, self.n_states)
+        self.__dict__.pop("conservation_laws", None)
+
+    @cached_property
+    def conservation_laws(self) -> ConservationLaws:
+        """The linear conservation laws ``C y = const`` (:mod:`pymc_odesens.model.conservation`).
+
+        Found exactly from :attr:`stoichiometry` when set, else from the structure of the
+        right-hand side; computed once.
+        """
+        return find_conservation_laws(
+            self.rhs_expressions,
+            self.t,
+            self.state_symbols,
+            self.param_symbols,
+            self.states,
+            self.J_y,
+            self.stoichiometry,
+        )
 
     @property
     def implicit_events(self) -> tuple:
