@@ -192,21 +192,19 @@ class _SbmlImport:
                 terms.append(c * values.value(reaction.sid))
         return sp.Add(*terms)
 
-    def stoichiometric_matrix(self, reaction_ids: list[str]) -> np.ndarray | None:
-        """``S`` (N x R) with ``f = S v`` exactly, or None when no constant ``S`` exists."""
+    def stoichiometric_matrix(self, reaction_ids: list[str]) -> list | None:
+        """``S`` (N x R numbers) with ``f = S v`` exactly, or None when no constant ``S`` exists
+        (a rate rule drives a state, or a coefficient depends on parameters or states)."""
         by_id = {r.sid: r for r in self.reactions}
         rows = []
         for sid in self.state_ids:
             if sid in self.rate_rules:
                 return None
-            row = []
-            for rid in reaction_ids:
-                c = self.coefficient(sid, by_id[rid])
-                if not c.is_Number:
-                    return None
-                row.append(float(c))
+            row = [self.coefficient(sid, by_id[rid]) for rid in reaction_ids]
+            if not all(c.is_Number for c in row):
+                return None
             rows.append(row)
-        return np.array(rows, dtype=float).reshape(len(self.state_ids), len(reaction_ids))
+        return rows
 
     # outputs ---------------------------------------------------------------------------------
     def _defined(self, sid: str) -> sp.Expr | None:

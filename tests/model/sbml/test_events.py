@@ -39,7 +39,10 @@ def test_time_triggers_are_explicit_events_at_exact_times():
         dict(id="dose", trigger="time >= 2", assignments={"B": "B + 5"}),
         dict(id="late", trigger="3.5 < time", assignments={"B": "2 * B"}),
     )
-    assert [(e.kind, e.times) for e in system.events] == [("explicit", (2,)), ("explicit", (3.5,))]
+    assert [(e.kind, [float(t) for t in e.times]) for e in system.events] == [
+        ("explicit", [2.0]),
+        ("explicit", [3.5]),
+    ]
     solution = solve(system, None, [1.0, 2.0, 3.0, 4.0], system.p_nominal, method="bdf")
     np.testing.assert_allclose(solution["B"], [0.0, 5.0, 5.0, 10.0])
 
