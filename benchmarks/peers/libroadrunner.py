@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from benchmarks.peers.amici import amici_python
+from peers.amici import amici_python
 
 __all__ = ["roadrunner_python", "run_roadrunner"]
 
