@@ -26,6 +26,7 @@ import sympy as sp
 
 from pymc_odesens.model.derivatives import clean_derivative
 from pymc_odesens.model.symbol_vector import SymbolVector
+from pymc_odesens.model.tracing import traced
 
 __all__ = [
     "DIRECTIONS",
@@ -211,13 +212,6 @@ def _as_expression(raw, label: str, allowed: set) -> sp.Expr:
     return expr
 
 
-def _trace(function: Callable, args: tuple, label: str):
-    try:
-        return function(*args)
-    except (IndexError, KeyError, AttributeError) as err:
-        raise type(err)(f"while tracing {label}: {str(err)}") from err
-
-
 def _as_sequence(values, label: str) -> list:
     if isinstance(values, (sp.MatrixBase, np.ndarray)):
         values = list(np.asarray(values, dtype=object).ravel())
@@ -277,7 +271,7 @@ def resolve_events(system, events: Sequence) -> tuple[SymbolicEvent, ...]:
             if not callable(event.affect):
                 raise TypeError(f"{label}: affect must be a callable affect(t, y, p)")
             values = _as_sequence(
-                _trace(event.affect, (t, y_vec, p_vec), f"{label} affect"), f"{label}: affect"
+                traced(event.affect, (t, y_vec, p_vec), f"{label} affect"), f"{label}: affect"
             )
             if len(values) != n:
                 raise ValueError(
@@ -305,7 +299,7 @@ def resolve_events(system, events: Sequence) -> tuple[SymbolicEvent, ...]:
                     f"{label}: direction must be one of {sorted(DIRECTIONS)}, "
                     f"got {event.direction!r}"
                 )
-            raw = _trace(event.condition, (t, y_vec, p_vec), f"{label} condition")
+            raw = traced(event.condition, (t, y_vec, p_vec), f"{label} condition")
             if isinstance(raw, (list, tuple)):
                 raise TypeError(f"{label}: condition must return one expression, got {raw!r}")
             condition = _as_expression(raw, f"{label}: condition", everything)
@@ -322,7 +316,7 @@ def resolve_events(system, events: Sequence) -> tuple[SymbolicEvent, ...]:
         else:
             raw_times = event.times
             if callable(raw_times):
-                raw_times = _trace(raw_times, (p_vec,), f"{label} times")
+                raw_times = traced(raw_times, (p_vec,), f"{label} times")
             times = _as_sequence(raw_times, f"{label}: times")
             if not times:
                 raise ValueError(f"{label}: times must hold at least one time")

@@ -24,6 +24,7 @@ from pymc_odesens.model.derivatives import (
 from pymc_odesens.model.events import resolve_events
 from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
+from pymc_odesens.model.tracing import traced
 
 __all__ = ["OdeSystem"]
 
@@ -152,10 +153,7 @@ class OdeSystem:
         t = time_symbol()
         y_vec = SymbolVector("y", state_names, make_symbols(state_names), growable=n is None)
         p_vec = SymbolVector("p", param_names, make_symbols(param_names), growable=p is None)
-        try:
-            out = rhs(t, y_vec, p_vec)
-        except (IndexError, KeyError, AttributeError) as err:
-            raise type(err)(f"while tracing rhs: {str(err)}") from err
+        out = traced(rhs, (t, y_vec, p_vec), "rhs")
         if isinstance(out, (sp.MatrixBase, np.ndarray)):
             out = list(out)
         if not isinstance(out, Sequence) or isinstance(out, str):
@@ -302,6 +300,11 @@ class OdeSystem:
                 f"rhs returned {len(expressions)} expressions but the system has {n} states "
                 f"({', '.join(self.states)})"
             )
+        if n == 0:
+            raise ValueError(
+                f"system {self.name!r} has no states (rhs returned no expressions): an ODE "
+                "system needs at least one state"
+            )
         allowed = {t, *self.state_symbols, *self.param_symbols}
         cleaned = []
         for i, raw in enumerate(expressions):
@@ -407,10 +410,7 @@ class OdeSystem:
         """
         if callable(initial_state):
             p_vec = SymbolVector("p", self.params, self.param_symbols)
-            try:
-                values = initial_state(p_vec)
-            except (IndexError, KeyError, AttributeError) as err:
-                raise type(err)(f"while tracing initial_state: {str(err)}") from err
+            values = traced(initial_state, (p_vec,), "initial_state")
         else:
             values = initial_state
         if isinstance(values, (sp.MatrixBase, np.ndarray)):

@@ -44,16 +44,23 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+from pymc_odesens.sensitivity.forward import component_names
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
-__all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD"]
+__all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD", "PHASE_DISCRETE_REPLAY"]
 
 PHASE_SOLVE = 0
 PHASE_REINTEGRATION = 1
 PHASE_BACKWARD = 2
+PHASE_DISCRETE_REPLAY = 3
+_PHASE_NAMES = {
+    PHASE_REINTEGRATION: "adjoint re-integration",
+    PHASE_BACKWARD: "adjoint backward solve",
+    PHASE_DISCRETE_REPLAY: "discrete adjoint replay",
+}
 
 _specs: dict[int, OdeSpec] = {}
 _specs_lock = threading.Lock()
@@ -70,15 +77,23 @@ def _on_failure(key, experiment, code, t, h, component, extra, phase):
     spec = _specs[key]
     system = spec.system
     if phase == PHASE_BACKWARD:
-        label = "adjoint backward solve"
         names = [f"lambda_{s}" for s in system.states] + [f"mu_{q}" for q in system.params]
+    elif phase == PHASE_SOLVE and spec.route == "forward":
+        n_y0 = system.n_states if spec.wrt_y0 else 0
+        names = component_names(system, system.n_params, n_y0)
     else:
-        label = spec.method if phase == PHASE_SOLVE else "adjoint re-integration"
         names = list(system.states)
+    label = _PHASE_NAMES.get(phase, spec.method)
     try:
-        st.raise_for_status(int(code), np.array([t, h, component, extra]), label, names)
+        st.raise_for_status(
+            int(code),
+            np.array([t, h, component, extra]),
+            label,
+            names,
+            [event.name for event in system.events],
+        )
     except OdeSolverError as error:
-        record_failure(error, spec.label(int(experiment)))
+        record_failure(error, spec.label(int(experiment)), _PHASE_NAMES.get(phase))
 
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(
@@ -296,7 +311,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
                 capacity = 16 + 2 * n_slots
                 while True:
@@ -445,7 +460,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     def core(y0, params):
         y = np.empty((n_e, n_t, n))
         failed = np.zeros(n_e, dtype=np.int8)
-        counts = np.zeros(n_e, dtype=np.int64)
+        counts = np.zeros((n_e, 2), dtype=np.int64)  # checkpoints, forward steps
         ev_counts = np.zeros(n_e, dtype=np.int64)
         log_counts = np.zeros((n_e, 2), dtype=np.int64)
         capacity = 64
@@ -488,9 +503,10 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
                 while True:
+                    stats[:] = 0
                     code = integrate_hybrid(
                         code_method,
                         rhs,
@@ -556,7 +572,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                     for i in range(n):
                         y[e, t, i] = y_start[i]
                 continue
-            counts[e] = count[0]
+            counts[e, 0] = count[0]
+            counts[e, 1] = stats[st.N_STEPS]
             ev_counts[e] = ev_count[0]
             log_counts[e, 0] = op_count[0]
             log_counts[e, 1] = op_count[1]
@@ -564,8 +581,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 for i in range(n):
                     y[e, t, i] = out[t, i]
         ev_width = max(1, ev_counts.max())
-        ckpt_t_out = _resized_rows(ckpt_t, max(1, counts.max()), np.nan)
-        ckpt_y_out = _resized_rows3(ckpt_y, max(1, counts.max()))
+        ckpt_t_out = _resized_rows(ckpt_t, max(1, counts[:, 0].max()), np.nan)
+        ckpt_y_out = _resized_rows3(ckpt_y, max(1, counts[:, 0].max()))
         ev_t_out = _resized_rows(ev_t, ev_width, np.nan)
         ev_y_out = _resized_rows3(ev_y, ev_width)
         ev_id = np.zeros((n_e, ev_width, 2), dtype=np.int64)
@@ -627,20 +644,20 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     )
     steps = controls.max_num_steps
     kind = controls.interpolation_polynomial
-    first_capacity = 2 * controls.num_steps_between_checkpoints + 64
+    between = controls.num_steps_between_checkpoints
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
 
     @numba.njit
     def core(params, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed, cotangent):
         grad_y0 = np.zeros((n_e, n))
         grad_p = np.zeros((n_e, p))
+        backward_failed = np.zeros(n_e, dtype=np.int8)
         z = np.zeros(n + p)
         stats_f = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
         stats_b = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
         info = np.zeros(BACKWARD_INFO_SIZE)
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
-        capacity = first_capacity
         rtol_fw, atol_fw, rtol_bw, atol_bw = (
             rtol_f.copy(),
             atol_f.copy(),
@@ -653,7 +670,10 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             times_e = times[e].copy()
             cot = np.ascontiguousarray(cotangent[e])
-            n_ckpt = counts[e]
+            n_ckpt = counts[e, 0]
+            # a re-integrated stretch takes about the forward steps between checkpoints
+            # (or of the whole run when that is shorter); the record grows if needed
+            capacity = 2 * min(between, counts[e, 1]) + 64
             c_t = np.ascontiguousarray(ckpt_t[e, :n_ckpt])
             c_y = np.ascontiguousarray(ckpt_y[e, :n_ckpt])
             n_ev = ev_counts[e]
@@ -701,10 +721,13 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                     break
                 capacity *= 2
             if code != 0:
-                phase = 1 if info[4] == BACKWARD_PHASE_REINTEGRATION else 2
+                phase = PHASE_REINTEGRATION
+                if info[4] != BACKWARD_PHASE_REINTEGRATION:
+                    phase = PHASE_BACKWARD
                 callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], phase)
                 if raise_on_failure:
                     raise RuntimeError("pymc_odesens: adjoint solve failed (see the warning)")
+                backward_failed[e] = 1
                 continue
             for i in range(n):
                 grad_y0[e, i] = z[i]
@@ -712,7 +735,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                 grad_p[e, k] = z[n + k]
             if from_system:
                 _add_initial_state_path(init_jac, t0, pe, z, grad_p[e], jac0, unused)
-        return grad_y0, grad_p
+        return grad_y0, grad_p, backward_failed
 
     if from_system:
 
@@ -753,6 +776,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     def core(params, ev_t, ev_id, ev_y, ev_counts, logs, snaps, counts, failed, cotangent):
         grad_y0 = np.zeros((n_e, n))
         grad_p = np.zeros((n_e, p))
+        backward_failed = np.zeros(n_e, dtype=np.int8)
         y0_bar = np.zeros(n)
         p_bar = np.zeros(p)
         stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
@@ -789,9 +813,19 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 info,
             )
             if code != 0:
-                callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 1)
+                callback(
+                    key,
+                    e,
+                    code,
+                    info[0],
+                    info[1],
+                    np.int64(info[2]),
+                    info[3],
+                    PHASE_DISCRETE_REPLAY,
+                )
                 if raise_on_failure:
                     raise RuntimeError("pymc_odesens: adjoint solve failed (see the warning)")
+                backward_failed[e] = 1
                 continue
             for i in range(n):
                 grad_y0[e, i] = y0_bar[i]
@@ -799,7 +833,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 grad_p[e, k] = p_bar[k]
             if from_system:
                 _add_initial_state_path(init_jac, t0, pe, y0_bar, grad_p[e], jac0, unused)
-        return grad_y0, grad_p
+        return grad_y0, grad_p, backward_failed
 
     # inputs: [y0,] params, then the record (checkpoints: unused here), event log, step
     # logs, failed and the cotangent

@@ -7,14 +7,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
+from pymc_odesens.pymc.graph_inputs import known_times, real_tensor
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.pymc.steady_state_solution import (
     Preequilibration,
     preequilibrated_initial_state,
@@ -56,8 +54,10 @@ def _as_matrix(argument: str, value, width: int, what: str):
         if len(value) == 0 and width == 0:
             value = np.zeros(0)
         else:
-            value = pt.stack([pt.as_tensor_variable(v, dtype="float64") for v in value], axis=-1)
-    x = pt.as_tensor_variable(value, dtype="float64")
+            value = pt.stack(
+                [real_tensor(f"{argument}[{i}]", v) for i, v in enumerate(value)], axis=-1
+            )
+    x = real_tensor(argument, value)
     if x.ndim not in (1, 2):
         raise ValueError(
             f"{argument} must have shape ({width},) or (E, {width}) ({what}); got {x.ndim} dims"
@@ -74,7 +74,7 @@ def _as_matrix(argument: str, value, width: int, what: str):
 
 def _experiment_times(times, t0: float) -> np.ndarray:
     """The validated output times: shape (T,), or (E, T) with one row per experiment."""
-    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    times_arr = known_times(times)
     if times_arr.ndim == 2:
         return np.ascontiguousarray(np.stack([validate_times(row, t0) for row in times_arr]))
     if times_arr.ndim <= 1:
@@ -190,8 +190,9 @@ def failure_potential(model: pm.Model, name: str, failed: list) -> None:
     while potential_name in model.named_vars:
         k += 1
         potential_name = f"{base}_{k}"
-    any_failed = pt.any(pt.concatenate([pt.as_tensor_variable(f) for f in failed]))
-    pm.Potential(potential_name, pt.switch(any_failed, -np.inf, 0.0))
+    # a marker the compile-time rewrites extend with the flags of failed gradient passes
+    # (pymc_odesens.pymc.rejection)
+    pm.Potential(potential_name, FailurePenalty()(*failed))
 
 
 def ode_solution(
@@ -239,9 +240,13 @@ def ode_solution(
     on_failure : {"reject", "raise"}, optional
         What a solver failure does. ``"reject"`` (default inside a model):
         a potential adds ``-inf`` to the model's log-density, so the proposal
-        is rejected; outputs stay finite and gradients are zero, the failure
-        is counted (:func:`pymc_odesens.failure_counts`), announced once and
-        summarised when the process ends. ``"raise"`` (default outside a
+        is rejected; outputs stay finite and the gradient of the log-density is
+        zero (also through transforms that overflowed), the failure is counted
+        (:func:`pymc_odesens.failure_counts`), announced once and summarised
+        when the process ends. A gradient pass that fails after the solve (the
+        adjoint's backward phase) rejects the proposal the same way whenever the
+        log-density is evaluated with its gradient (see
+        :mod:`pymc_odesens.pymc.rejection`). ``"raise"`` (default outside a
         model): the :class:`~pymc_odesens.OdeSolverError` propagates.
     name : str, optional
         Name of the failure potential (default ``"<system>_solver_failed"``).

@@ -15,6 +15,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_odesens.pymc.rejection import GradientGuard
 from pymc_odesens.pymc.steady_state_experiments import (
     SteadyStateSpec,
     solve_steady_states,
@@ -71,7 +72,9 @@ class SteadyStateOp(_SteadyStateBase):
             grads = [pt.zeros_like(params)]
             return grads if y0 is None else [pt.zeros_like(y0), *grads]
         grad_y0, grad_p = SteadyStateVJPOp(self.spec)(*inputs, *outputs, g_y)
-        return [grad_p] if y0 is None else [grad_y0, grad_p]
+        # zero gradients of a rejected proposal, also through overflowing transforms
+        grad_p = GradientGuard()(grad_p, outputs[-1])
+        return [grad_p] if y0 is None else [GradientGuard()(grad_y0, outputs[-1]), grad_p]
 
 
 class SteadyStateVJPOp(_SteadyStateBase):

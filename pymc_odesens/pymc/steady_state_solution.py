@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.basic import Constant
 
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.pymc.graph_inputs import known_times
 from pymc_odesens.pymc.steady_state_experiments import SteadyStateSpec
 from pymc_odesens.pymc.steady_state_ops import SteadyStateOp
 from pymc_odesens.sensitivity.steady_state_controls import (
@@ -187,7 +187,7 @@ def split_infinite_times(times, t0: float, validate) -> tuple[np.ndarray, np.nda
 
     The mask is None when no time is infinite. ``inf`` may only end a row.
     """
-    raw = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    raw = known_times(times)  # data, real: symbolic, shared, text, complex raise TypeError
     infinite = np.isposinf(raw)
     if not infinite.any():
         return validate(times, t0), None

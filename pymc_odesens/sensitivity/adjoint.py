@@ -399,7 +399,13 @@ def adjoint_forward(
             log_capacity *= 4
         else:
             capacity *= 4
-    st.raise_for_status(code, info, f"adjoint forward solve ({ctl.forward_method})", system.states)
+    st.raise_for_status(
+        code,
+        info,
+        f"adjoint forward solve ({ctl.forward_method})",
+        system.states,
+        [event.name for event in system.events],
+    )
     k = int(count[0])
     events = None
     if event_kernels is not None:

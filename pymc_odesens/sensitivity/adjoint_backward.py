@@ -9,6 +9,11 @@ the whole run: the forward pass kept only checkpoints, and the stretch
 between two checkpoints is re-integrated (recording every step, state and
 derivative) when the backward pass enters it. Memory is the checkpoints plus
 one stretch.
+
+Every value of ``[lambda, mu]`` the pass produces is checked: the integrations
+check theirs (see :mod:`pymc_odesens.solvers.multistep`), and the events' adjoint
+jumps and the short explicit stretches are checked here (``NON_FINITE_DERIVATIVE``
+at the time where it happened, in the backward phase).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import OP_WIDTH, run_multistep
 from pymc_odesens.solvers.recorded_trajectory import recording_views, set_record_count
@@ -147,6 +153,11 @@ def backward_pass(
             for k in range(n):
                 v_jump[2 + k] = z[k]
             adjoint_jump(t_cur, ev_y[k_event].ctypes, p.ctypes, v_jump.ctypes, jump_out.ctypes)
+            bad = first_non_finite(jump_out, n_z)
+            if bad >= 0:
+                info[0], info[1], info[2], info[3] = t_cur, 0.0, bad, ev_index[k_event]
+                info[4] = PHASE_BACKWARD
+                return st.NON_FINITE_DERIVATIVE
             for k in range(n):
                 z[k] = jump_out[k]
             for k in range(n_p):
@@ -224,6 +235,11 @@ def backward_pass(
                 # dz/ds = F(s, z) over ds = t_cur - a: error O(ds^2), far below rounding
                 adjoint_rhs(-t_cur, z.ctypes, buf.ctypes, unused.ctypes, dz.ctypes)
                 stats_b[st.N_RHS] += 1
+                bad = first_non_finite(dz, n_z)
+                if bad >= 0:
+                    info[0], info[1], info[2], info[3] = t_cur, t_cur - a, bad, 0.0
+                    info[4] = PHASE_BACKWARD
+                    return st.NON_FINITE_DERIVATIVE
                 for k in range(n_z):
                     z[k] += (t_cur - a) * dz[k]
                 t_cur = a

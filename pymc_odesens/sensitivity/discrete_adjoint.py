@@ -26,6 +26,9 @@ of the state before them enters the run's last step through its dense output.
 
 The result is the gradient of the computed solution (for the logged step
 sequence), which is what a sampler that uses the computed likelihood needs.
+Where a derivative it needs is not finite (``J_y`` at a replayed step, making
+the transposed solve non-finite, or ``df/dp``), the pass stops with
+``NON_FINITE_DERIVATIVE`` at that step's time instead of returning NaN.
 Memory is the log (four numbers per operation), the snapshots and one
 stretch's states and factors.
 
@@ -46,7 +49,7 @@ from pymc_odesens.solvers import bdf_formula
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
 from pymc_odesens.solvers.difference_table import change_step_size, change_step_size_adjoint
-from pymc_odesens.solvers.error_norm import error_weights, weighted_rms_norm
+from pymc_odesens.solvers.error_norm import error_weights, first_non_finite, weighted_rms_norm
 from pymc_odesens.solvers.multistep import (
     LU_GAMMA_CHANGE,
     NEWTON_TOLERANCE,
@@ -480,11 +483,18 @@ def discrete_adjoint_backward(
                 w[i] = y_cur_bar[i] + d_bar[i]
                 y_cur_bar[i] = 0.0
             lu_solve_transpose(seg_lu[m], seg_piv[m], w)
+            bad = first_non_finite(w, n)
+            if bad >= 0:
+                info[0], info[1], info[2], info[3] = t_new, h, bad, 0.0
+                return st.NON_FINITE_DERIVATIVE
             for i in range(n):
                 y_pred_bar[i] = w[i] - d_bar[i]
                 psi_bar[i] = -w[i]
             if n_p > 0:
                 vjp_p(t_new, seg_y[m].ctypes, p.ctypes, w.ctypes, grad_p.ctypes)
+                if first_non_finite(grad_p, n_p) >= 0:
+                    info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
+                    return st.NON_FINITE_DERIVATIVE
                 for i in range(n_p):
                     p_bar[i] += c * grad_p[i]
             # the predictor read the history before the step
@@ -537,4 +547,9 @@ def discrete_adjoint_backward(
     )
     for i in range(n):
         y0_bar[i] = lam[i]
+    bad = first_non_finite(y0_bar, n)
+    if bad >= 0 or first_non_finite(p_bar, n_p) >= 0:
+        # a run's initial table, an output's dense cotangent or an event's jump
+        info[0], info[1], info[2], info[3] = op_log[0, 3], 0.0, bad, 0.0
+        return st.NON_FINITE_DERIVATIVE
     return st.SUCCESS

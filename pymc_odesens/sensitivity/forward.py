@@ -27,7 +27,7 @@ from pymc_odesens.solvers.integrate import (
 )
 from pymc_odesens.solvers.solve import OdeProblem
 
-__all__ = ["forward_sensitivities", "initial_sensitivities"]
+__all__ = ["component_names", "forward_sensitivities", "initial_sensitivities"]
 
 
 def initial_sensitivities(problem: OdeProblem, n_param_cols: int, n_y0_cols: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def forward_sensitivities(
         problem.controls,
     )
     options = dict(
-        n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: _component_names(system, n_p, n_y0)
+        n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: component_names(system, n_p, n_y0)
     )
     event_kernels = compile_event_kernels(system)
     log = None
@@ -127,7 +127,9 @@ def forward_sensitivities(
     return y, s_params, s_y0, stats, log, dtau
 
 
-def _component_names(system, n_p: int, n_y0: int) -> list[str]:
+def component_names(system, n_p: int, n_y0: int) -> list[str]:
+    """Names of the components of ``z = [y, S_0, ...]``: the states, then ``dx/dk`` for each
+    of the first ``n_p`` parameters, then ``dx/dy(t0)`` for the first ``n_y0`` states."""
     names = list(system.states)
     for k in range(n_p):
         names += [f"d{s}/d{system.params[k]}" for s in system.states]

@@ -52,7 +52,11 @@ class StepSizeTooSmallError(OdeSolverError):
 
 
 class NonFiniteRhsError(OdeSolverError):
-    """The right-hand side returned NaN or infinity and smaller steps did not help."""
+    """The right-hand side returned NaN or infinity and smaller steps did not help.
+
+    Also raised when an event's jump, or a derivative of the right-hand side that a
+    gradient needs (``J_y``, ``df/dp``), is NaN or infinite.
+    """
 
 
 class NewtonConvergenceError(OdeSolverError):
@@ -60,7 +64,7 @@ class NewtonConvergenceError(OdeSolverError):
 
 
 class EventTimeError(OdeSolverError):
-    """An explicit event's time is not finite at the given parameters."""
+    """An explicit event's time is not finite at the given parameters (``.t`` is its value)."""
 
 
 class NonFiniteInputError(OdeSolverError, ValueError):

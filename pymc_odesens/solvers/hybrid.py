@@ -9,7 +9,9 @@ new run at the event time: a clean restart, since the method's history ends at t
 discontinuity. Output times equal to an event time receive the state after it (the
 right limit); several explicit events at one time apply in declaration order, an
 implicit event before explicit ones at the same time; after a terminal event the
-state stays at its value after the jump.
+state stays at its value after the jump. A jump that leaves a component NaN or
+infinite (the state, or a sensitivity column through the event time's derivative)
+ends the run with ``NON_FINITE_JUMP``.
 
 Compiled once for every model and method (kernels are function-pointer arguments).
 """
@@ -21,6 +23,7 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
 from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
@@ -201,7 +204,7 @@ def explicit_schedule(
     """Evaluate the explicit event times at ``p`` and sort them (ties in declaration order).
 
     Fills the three output arrays (one entry per slot); returns the index of a
-    slot whose time is not finite, or -1.
+    slot whose time is not finite (its value then in ``stop_times[0]``), or -1.
     """
     n_slots = slot_event.size
     if n_slots == 0:
@@ -211,6 +214,7 @@ def explicit_schedule(
     times_kernel(t0, unused.ctypes, p.ctypes, unused.ctypes, values.ctypes)
     for s in range(n_slots):
         if not np.isfinite(values[s]):
+            stop_times[0] = values[s]
             return s
     order = np.argsort(values, kind="mergesort")
     for s in range(n_slots):
@@ -315,6 +319,10 @@ def integrate_hybrid(
                 return st.RECORD_FULL
             v[0], v[1] = e, stop_slot[k_stop]
             jump(t, z.ctypes, p.ctypes, v.ctypes, z_event.ctypes)
+            bad = first_non_finite(z_event, n)
+            if bad >= 0:
+                info[0], info[1], info[2], info[3] = t, 0.0, bad, e
+                return st.NON_FINITE_JUMP
             z[:] = z_event
             k_stop += 1
             events_since_output += 1
@@ -401,6 +409,10 @@ def integrate_hybrid(
             return st.RECORD_FULL
         v[0], v[1] = e, -1.0
         jump(t, z_event.ctypes, p.ctypes, v.ctypes, z.ctypes)
+        bad = first_non_finite(z, n)
+        if bad >= 0:
+            info[0], info[1], info[2], info[3] = t, 0.0, bad, e
+            return st.NON_FINITE_JUMP
         events_since_output += 1
         for j in range(n_cond):
             g_zero[j] = 0.0

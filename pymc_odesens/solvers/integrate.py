@@ -215,7 +215,7 @@ def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray, names)
     if bad >= 0:
         st.raise_for_status(
             st.BAD_EVENT_TIME,
-            np.array([np.nan, 0.0, -1.0, event_kernels.slot_time[bad]]),
+            np.array([stop_times[0], 0.0, -1.0, event_kernels.slot_time[bad]]),
             f"event {names[event_kernels.slot_event[bad]]!r}",
         )
     return stop_times, stop_event, stop_slot
@@ -348,7 +348,7 @@ def integrate_events(
             capacity *= 4
             continue
         break
-    st.raise_for_status(code, info, method, state_names)
+    st.raise_for_status(code, info, method, state_names, names)
     k = int(ev_count[0])
     log = EventLog(
         times=ev_t[:k].copy(),

@@ -117,6 +117,8 @@ class OdeSolution:
 
 def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
     """``value`` as a finite float vector of length ``size``, else a ValueError naming it."""
+    if np.iscomplexobj(value):
+        raise TypeError(f"{argument} must be real ({what}), got complex values {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
