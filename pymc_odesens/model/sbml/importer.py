@@ -280,6 +280,7 @@ def load_sbml_model(cls, source: str | os.PathLike, *, name: str | None = None):
         [imported.state_symbols[s] for s in imported.state_ids],
         [imported.param_symbols[s] for s in imported.param_ids],
         name=name or model.getId() or where,
+        allow_no_states=True,  # a model of rules only: its outputs are functions of time
     )
     system.set_initial_state(y0)
     numbers = {
