@@ -37,7 +37,7 @@ def sample_results() -> dict:
         pytest.fail(
             f"SBML Test Suite not found at {suite_directory()}; set PYMC_ODESENS_SBML_SUITE_DIR"
         )
-    return {r.case: r for r in run_cases(SAMPLE_CASES, workers=2)}
+    return {r.case: r for r in run_cases(SAMPLE_CASES, workers=2, case_timeout=600.0)}
 
 
 @pytest.mark.parametrize("case", SAMPLE_GOAL_CASES)
