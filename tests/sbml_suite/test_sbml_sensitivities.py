@@ -93,19 +93,12 @@ def test_adjoint_gradient_matches_forward(feature, case):
         system, None, times, p, method="bdf", relative_tolerance=RTOL, absolute_tolerance=ATOL
     )
     expected = np.einsum("ti,tik->k", weights, forward.S)
-    gradient = adjoint_gradient(
-        system,
-        None,
-        times,
-        p,
-        weights,
-        relative_tolerance_forward=RTOL,
-        absolute_tolerance_forward=ATOL,
-        relative_tolerance_backward=RTOL,
-        absolute_tolerance_backward=ATOL,
-        relative_tolerance_quadrature=RTOL,
-        absolute_tolerance_quadrature=ATOL,
-    )
+    tolerances = {
+        f"{kind}_tolerance_{phase}": value
+        for phase in ("forward", "backward", "quadrature")
+        for kind, value in (("relative", RTOL), ("absolute", ATOL))
+    }
+    gradient = adjoint_gradient(system, None, times, p, weights, **tolerances)
     scale = np.max(np.abs(expected)) + 1e-12
     np.testing.assert_allclose(
         gradient.params, expected, atol=1e-6 * scale, rtol=1e-6, err_msg=f"{case} ({feature})"

@@ -9,7 +9,7 @@ import sympy as sp
 
 from pymc_odesens import OdeSystem, solve
 from pymc_odesens.model.sbml import SbmlError
-from tests.model.sbml.sbml_text import build_sbml
+from tests.model.sbml.sbml_text import GROWING_COMPARTMENT, build_sbml
 
 
 def symbols(system, *names):
@@ -64,14 +64,7 @@ def test_species_with_only_substance_units_are_amounts():
 
 def test_a_species_in_a_growing_compartment_keeps_its_amount():
     """dV/dt = r: the amount n0 stays, the concentration is n0 / (V0 + r t)."""
-    system = OdeSystem.from_sbml(
-        build_sbml(
-            compartments={"cell": (2.0, False)},
-            species=[{"id": "A", "concentration": 3.0}],
-            parameters={"r": 0.5},
-            rate_rules={"cell": "r"},
-        )
-    )
+    system = OdeSystem.from_sbml(GROWING_COMPARTMENT)
     assert system.states == ["A", "cell"]
     assert system.sbml.state_units == {"A": "amount", "cell": "value"}
     assert system.x0.tolist() == [6.0, 2.0]
