@@ -27,7 +27,11 @@ from pymc_odesens.model.sbml.quantities import (
 )
 from pymc_odesens.model.sbml.reactions import Reaction, SpeciesReference, read_reactions
 from pymc_odesens.model.sbml.reader import read_sbml
-from pymc_odesens.model.sbml.refusals import SbmlError, SbmlUndefinedError
+from pymc_odesens.model.sbml.refusals import (
+    SbmlError,
+    SbmlUndefinedError,
+    SbmlUnsupportedError,
+)
 from pymc_odesens.model.sbml.rules import read_rules
 from pymc_odesens.model.sbml.symbol_values import SymbolValues
 from pymc_odesens.model.sbml.variables import SbmlVariables
@@ -269,6 +273,14 @@ def load_sbml_model(cls, source: str | os.PathLike, *, name: str | None = None):
             raise SbmlError(f"{where}: parameter {sid!r} has no value")
         p_nominal.append(float(value))
     rhs = [values.derivative(sid) for sid in imported.state_ids]
+    for sid, expr in zip(imported.state_ids, rhs):
+        if expr.has(sp.nan):
+            raise SbmlUnsupportedError(
+                "piecewise without otherwise",
+                f"the rate of change of {sid!r}",
+                "its pieces do not cover every case, and SBML leaves the value undefined "
+                "where none holds",
+            )
     y0 = [values.initial_state(sid) for sid in imported.state_ids]
     reaction_ids = [r.sid for r in imported.reactions if r.kinetic_law is not None]
     outputs = imported.outputs(reaction_ids)

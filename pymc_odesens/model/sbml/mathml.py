@@ -340,6 +340,8 @@ class MathConverter:
             pieces.append((as_number(walk(children[-1])), sp.true))
         elif not pieces:
             raise SbmlError(f"{where}: an empty piecewise has no value")
+        elif sp.Or(*(condition for _, condition in pieces)) is sp.true:
+            pieces[-1] = (pieces[-1][0], sp.true)  # the pieces cover every case
         else:
             # SBML leaves the value undefined where no piece holds: NaN there, so that a
             # solve reaching it fails instead of returning a number the model never gave
