@@ -7,7 +7,7 @@ sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
 PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
 sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
 a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, events by
-:class:`ImplicitEvent` and :class:`ExplicitEvent`.
+:class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
 import pymc and pytensor, which takes seconds; they are loaded when first used, so
@@ -17,7 +17,7 @@ import pymc and pytensor, which takes seconds; they are loaded when first used, 
 from importlib import import_module
 
 from pymc_odesens import math
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
@@ -35,6 +35,8 @@ from pymc_odesens.sensitivity import (
     steady_state,
 )
 from pymc_odesens.solvers import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -82,6 +84,7 @@ __all__ = [
     "OdeSystem",
     "ImplicitEvent",
     "ExplicitEvent",
+    "TriggerEvent",
     "ode_solution",
     "steady_state_solution",
     "Preequilibration",
@@ -116,6 +119,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
 ]
 __version__ = "0.1.0"

@@ -18,9 +18,13 @@ comparison operators on symbols or with :func:`less`, :func:`greater`, ...
 (Python's ``<`` on two symbolic expressions also works). ``heaviside(x)`` is
 the unit step (value ``1/2`` at ``x == 0`` unless ``at_zero`` is given).
 
-Conditions combine with :func:`logical_and`, :func:`logical_or`,
-:func:`logical_not` and :func:`logical_xor`; :func:`equal` and
-:func:`not_equal` compare two expressions.
+Triggers
+--------
+Event triggers (:class:`pymc_odesens.TriggerEvent`) are boolean expressions:
+comparisons combined with ``&``, ``|``, ``~``, ``^`` or :func:`logical_and`,
+:func:`logical_or`, :func:`logical_not`, :func:`logical_xor`. Use :func:`equal` and
+:func:`not_equal` for ``==`` and ``!=``: on symbols, Python's ``==`` compares the
+expressions' structure and returns a plain ``bool``.
 
 Rounding
 --------
@@ -249,44 +253,42 @@ def greater_equal(a, b):
 
 
 def equal(a, b):
-    """Condition ``a == b`` for :func:`where` (Python's ``==`` compares expressions
-    structurally instead)."""
+    """Condition ``a == b`` (Python's ``==`` on symbols compares structure, not values)."""
     return sp.Eq(_sym(a), _sym(b))
 
 
 def not_equal(a, b):
-    """Condition ``a != b`` for :func:`where`."""
+    """Condition ``a != b``."""
     return sp.Ne(_sym(a), _sym(b))
 
 
-def _condition(x, function: str):
+def _condition(x, name: str):
     x = sp.sympify(x)
-    if isinstance(x, bool):
-        return sp.true if x else sp.false
     if not isinstance(x, sp.logic.boolalg.Boolean):
         raise TypeError(
-            f"{function}(): arguments must be conditions such as `t < p['t_lag']`, got {x!r}"
+            f"{name}(): arguments must be conditions (comparisons such as `y.x > 1` or "
+            f"booleans), got {x!r}"
         )
     return x
 
 
 def logical_and(*conditions):
-    """All of the conditions hold."""
+    """All ``conditions`` hold (the same as ``c1 & c2 & ...``)."""
     return sp.And(*(_condition(c, "logical_and") for c in conditions))
 
 
 def logical_or(*conditions):
-    """At least one of the conditions holds."""
+    """At least one of ``conditions`` holds (the same as ``c1 | c2 | ...``)."""
     return sp.Or(*(_condition(c, "logical_or") for c in conditions))
 
 
 def logical_not(condition):
-    """The condition does not hold."""
+    """``condition`` does not hold (the same as ``~condition``)."""
     return sp.Not(_condition(condition, "logical_not"))
 
 
 def logical_xor(*conditions):
-    """An odd number of the conditions hold."""
+    """An odd number of ``conditions`` hold (for two: exactly one; ``c1 ^ c2``)."""
     return sp.Xor(*(_condition(c, "logical_xor") for c in conditions))
 
 

@@ -42,13 +42,17 @@ def integrate_hybrid_entry(
     rhs,
     jac,
     conditions,
+    rates,
+    triggers,
+    priorities,
     jump,
-    implicit_index,
+    time_sensitivity,
     directions,
+    table,
+    cause_table,
     stop_times,
-    stop_event,
+    stop_owner,
     stop_slot,
-    terminal,
     t0,
     z0,
     p,
@@ -82,13 +86,17 @@ def integrate_hybrid_entry(
         rhs,
         jac,
         conditions,
+        rates,
+        triggers,
+        priorities,
         jump,
-        implicit_index,
+        time_sensitivity,
         directions,
+        table,
+        cause_table,
         stop_times,
-        stop_event,
+        stop_owner,
         stop_slot,
-        terminal,
         t0,
         z0,
         p,
@@ -120,11 +128,11 @@ def integrate_hybrid_entry(
 
 @cfunc(EXPLICIT_SCHEDULE_SIGNATURE, cache=True)
 def explicit_schedule_entry(
-    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
 ):
     """:func:`pymc_odesens.solvers.hybrid.explicit_schedule` behind a C address."""
     return explicit_schedule(
-        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
     )
 
 
@@ -150,6 +158,7 @@ def backward_pass_entry(
     max_num_steps,
     buffer,
     event_adjoint_jump,
+    event_time_gradient,
     event_t,
     event_index,
     event_slot,
@@ -182,6 +191,7 @@ def backward_pass_entry(
         max_num_steps,
         buffer,
         event_adjoint_jump,
+        event_time_gradient,
         event_t,
         event_index,
         event_slot,
@@ -210,6 +220,7 @@ def discrete_adjoint_entry(
     rtol,
     atol,
     adjoint_jump,
+    time_gradient,
     ev_t,
     ev_index,
     ev_slot,
@@ -236,6 +247,7 @@ def discrete_adjoint_entry(
         rtol,
         atol,
         adjoint_jump,
+        time_gradient,
         ev_t,
         ev_index,
         ev_slot,

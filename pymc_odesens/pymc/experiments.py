@@ -26,7 +26,7 @@ from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.sensitivity.forward import forward_sensitivities
 from pymc_odesens.solvers import OdeSolverError, solve
-from pymc_odesens.solvers.integrate import EventLog
+from pymc_odesens.solvers.integrate import EventRecord
 from pymc_odesens.solvers.solve import prepare_problem
 
 __all__ = [
@@ -292,7 +292,7 @@ def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
         if h is not None:
             ckpt_t[e, : counts[e, 0]] = h.checkpoint_times
             ckpt_y[e, : counts[e, 0]] = h.checkpoint_states
-    logs = [None if h is None else h.events for h in handles]
+    logs = [None if h is None else h.event_record for h in handles]
     ev_counts = np.array([0 if log is None else log.times.size for log in logs], np.int64)
     k = max(1, int(ev_counts.max()))
     ev_t = np.full((n_e, k), np.nan)
@@ -304,7 +304,7 @@ def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
             ev_t[e, :m] = log.times
             ev_id[e, :m, 0] = log.index
             ev_id[e, :m, 1] = log.slot
-            ev_y[e, :m] = log.before
+            ev_y[e, :m] = log.states
     return ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts
 
 
@@ -322,14 +322,13 @@ def _checkpoints_from_arrays(spec: OdeSpec, arrays, e: int, problem, controls):
         # num_steps_between_checkpoints, which may be 10**9 for "no checkpoints")
         stats={"n_steps": int(counts[e, 1])},
         problem=problem,
-        events=None
+        event_record=None
         if not system.events
-        else EventLog(
+        else EventRecord(
             times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
             index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
             slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
-            before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
-            names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
+            states=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
         ),
     )
 

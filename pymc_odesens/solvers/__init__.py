@@ -2,6 +2,8 @@
 
 from pymc_odesens.solvers.controls import METHODS, SolverControls, resolve_controls
 from pymc_odesens.solvers.errors import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -10,6 +12,7 @@ from pymc_odesens.solvers.errors import (
     OdeSolverError,
     StepSizeTooSmallError,
 )
+from pymc_odesens.solvers.event_instant import seed_event_order
 from pymc_odesens.solvers.solve import OdeSolution, solve
 
 __all__ = [
@@ -24,5 +27,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
+    "seed_event_order",
 ]

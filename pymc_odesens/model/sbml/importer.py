@@ -285,7 +285,7 @@ def load_sbml_model(cls, source: str | os.PathLike, *, name: str | None = None):
     reaction_ids = [r.sid for r in imported.reactions if r.kinetic_law is not None]
     outputs = imported.outputs(reaction_ids)
     amounts, concentrations = imported.species_quantities()
-    events = sbml_events(model, imported.converter, values, imported.species, imported.state_ids)
+    events = sbml_events(model, imported.converter, values, imported.species)
     system = cls.from_expressions(
         rhs,
         imported.time,
