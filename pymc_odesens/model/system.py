@@ -194,6 +194,7 @@ class OdeSystem:
         params: Sequence[sp.Symbol],
         *,
         name: str = "ode",
+        allow_no_states: bool = False,
     ) -> OdeSystem:
         """Build a system from sympy expressions in given symbols.
 
@@ -207,6 +208,11 @@ class OdeSystem:
             State and parameter symbols, in index order.
         name : str
             Name of the system.
+        allow_no_states : bool
+            Accept a system without states (a model importer's model made of
+            explicit functions of time and parameters only, such as an SBML model
+            of assignment rules: ``solve`` then evaluates its outputs). False: such
+            a system is refused as a mistake.
         """
         self = cls.__new__(cls)
         self._init_from_expressions(
@@ -217,6 +223,7 @@ class OdeSystem:
             param_names=_check_names("params", [str(s) for s in params]),
             param_symbols=tuple(params),
             expressions=expressions,
+            allow_no_states=allow_no_states,
         )
         return self
 
@@ -284,7 +291,16 @@ class OdeSystem:
         return load_sbml_model(cls, source, name=name)
 
     def _init_from_expressions(
-        self, *, name, t, state_names, state_symbols, param_names, param_symbols, expressions
+        self,
+        *,
+        name,
+        t,
+        state_names,
+        state_symbols,
+        param_names,
+        param_symbols,
+        expressions,
+        allow_no_states=False,
     ) -> None:
         self.name = str(name)
         self.t = t
@@ -302,7 +318,7 @@ class OdeSystem:
                 f"rhs returned {len(expressions)} expressions but the system has {n} states "
                 f"({', '.join(self.states)})"
             )
-        if n == 0:
+        if n == 0 and not allow_no_states:
             raise ValueError(
                 f"system {self.name!r} has no states (rhs returned no expressions): an ODE "
                 "system needs at least one state"

@@ -6,7 +6,8 @@
 
 runs every case of ``cases/semantic`` (or the ``--cases`` given: ids, ranges like
 ``1-100``, or ``sample`` for the CI sample of :mod:`tests.sbml_suite.sample`) in
-``--workers`` processes that share the kernel cache directory, prints the counts, and
+``--workers`` processes that share the kernel cache directory (a case that takes longer than
+``--case-timeout`` seconds is stopped and recorded as a timeout), prints the counts, and
 writes each case's outcome, the counts per outcome and per tag, and the wall time to
 ``--output``.
 """
@@ -17,11 +18,11 @@ import argparse
 import collections
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tests.sbml_suite.suite import CaseResult, case_info, run_case, suite_directory
@@ -47,13 +48,44 @@ def _parse_cases(texts: list[str], directory: Path) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def _run(case: str) -> dict:
-    return run_case(case).as_dict()
+def _worker(connection) -> None:
+    """A worker process: run the cases it is sent until it is sent None."""
+    while True:
+        case = connection.recv()
+        if case is None:
+            return
+        connection.send(run_case(case).as_dict())
 
 
-def run_cases(cases: list[str], workers: int = 2, progress: bool = False) -> list[CaseResult]:
-    """Run ``cases`` in ``workers`` processes (spawned; they share the kernel cache)."""
-    if workers <= 1:
+class _Worker:
+    def __init__(self, context) -> None:
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker, args=(child,), daemon=True)
+        self.process.start()
+        self.case: str | None = None
+        self.started = 0.0
+
+    def stop(self) -> None:
+        if self.case is None and self.process.is_alive():
+            self.connection.send(None)
+            self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def run_cases(
+    cases: list[str],
+    workers: int = 2,
+    progress: bool = False,
+    case_timeout: float | None = None,
+) -> list[CaseResult]:
+    """Run ``cases`` in ``workers`` processes (spawned; they share the kernel cache).
+
+    A case that takes longer than ``case_timeout`` seconds has its worker stopped (and
+    replaced) and is recorded with the outcome ``"timeout"``.
+    """
+    if workers <= 1 and case_timeout is None:
         results = []
         for case in cases:
             results.append(run_case(case))
@@ -61,14 +93,43 @@ def run_cases(cases: list[str], workers: int = 2, progress: bool = False) -> lis
                 _report(results[-1])
         return results
     context = multiprocessing.get_context("spawn")
-    results = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for item in pool.map(_run, cases, chunksize=1):
-            result = CaseResult(**item)
-            results.append(result)
-            if progress:
-                _report(result)
-    return results
+    pending = list(cases)
+    done: dict[str, CaseResult] = {}
+    pool = [_Worker(context) for _ in range(max(workers, 1))]
+    try:
+        while pending or any(w.case is not None for w in pool):
+            for worker in pool:
+                if worker.case is None and pending:
+                    worker.case, worker.started = pending.pop(0), time.perf_counter()
+                    worker.connection.send(worker.case)
+            busy = [w for w in pool if w.case is not None]
+            ready = multiprocessing.connection.wait([w.connection for w in busy], timeout=1.0)
+            for worker in busy:
+                if worker.connection in ready:
+                    result = CaseResult(**worker.connection.recv())
+                elif (
+                    case_timeout is not None and time.perf_counter() - worker.started > case_timeout
+                ):
+                    result = CaseResult(
+                        worker.case,
+                        "timeout",
+                        f"stopped after {case_timeout:.0f} s",
+                        seconds=time.perf_counter() - worker.started,
+                        tags=list(case_info(worker.case).tags),
+                    )
+                    worker.process.kill()
+                    worker.process.join()
+                    pool[pool.index(worker)] = _Worker(context)
+                else:
+                    continue
+                done[result.case] = result
+                worker.case = None
+                if progress:
+                    _report(result)
+    finally:
+        for worker in pool:
+            worker.stop()
+    return [done[c] for c in cases]
 
 
 def _report(result: CaseResult) -> None:
@@ -102,11 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--case-timeout", type=float, default=600.0, help="seconds per case (600)")
     args = parser.parse_args(argv)
     directory = suite_directory()
     cases = _parse_cases(args.cases, directory)
     started = time.perf_counter()
-    results = run_cases(cases, args.workers, progress=not args.quiet)
+    results = run_cases(
+        cases, args.workers, progress=not args.quiet, case_timeout=args.case_timeout
+    )
     wall = time.perf_counter() - started
     summary = summarise(results, directory)
     print(

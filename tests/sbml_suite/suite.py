@@ -51,15 +51,15 @@ ABSOLUTE_TOLERANCE_FACTOR = 1e-6
 def suite_directory() -> Path:
     """The suite's ``cases/semantic`` folder.
 
-    ``$PYMC_ODESENS_SBML_SUITE_DIR`` if set, else ``sbml-test-suite/cases/semantic`` beside
-    ``$PYMC_ODESENS_MODELS_DIR`` (the shared reference folder), else in the ``shared``
-    folder beside the repository.
+    ``$PYMC_ODESENS_SBML_SUITE_DIR`` if set, else ``sbml-test-suite/cases/semantic`` in the
+    shared reference folder (``$PYMC_ODESENS_SHARED_DIR``, default ``shared`` beside the
+    repository; see tests/conftest.py).
     """
     configured = os.environ.get("PYMC_ODESENS_SBML_SUITE_DIR")
     if configured:
         return Path(configured)
-    models = os.environ.get("PYMC_ODESENS_MODELS_DIR")
-    shared = Path(models).parent if models else Path(__file__).resolve().parents[3] / "shared"
+    default = Path(__file__).resolve().parents[3] / "shared"
+    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", default))
     return shared / "sbml-test-suite" / "cases" / "semantic"
 
 

@@ -1,51 +1,47 @@
-"""SBML events onto the library's events (:mod:`pymc_odesens.model.events`).
+"""SBML events as :class:`~pymc_odesens.model.events.TriggerEvent` s.
 
-An SBML event fires when its trigger goes from false to true; its assignments set
-variables from the values just before it (a variable an event assigns is a state, with a
-zero derivative unless a rate rule drives it). A species' assignment sets what its symbol
-denotes; a species held as its amount gets ``value * size`` (the size after the event).
+Every SBML event without a delay maps one to one onto the event engine's trigger events
+(docs/events.md has the semantics):
 
-Mapped exactly today:
+| SBML | TriggerEvent |
+|---|---|
+| ``<trigger>`` math | ``trigger``: the boolean expression, ids resolved |
+| ``initialValue`` | ``initial_value`` (SBML Level 2: true) |
+| ``persistent`` | ``persistent`` (SBML Level 2: true) |
+| ``<priority>`` | ``priority``: its expression (none: after every event with one) |
+| ``useValuesFromTriggerTime`` | ``use_values_from_trigger_time`` |
+| ``<eventAssignment>`` s | ``affect``: ``{state: new value}`` |
+| (equal priorities) | ``random_order=True``: ties drawn at random, as SBML says |
 
-- a trigger that is one comparison ``a < b``, ``a <= b``, ``a > b``, ``a >= b``: an
-  :class:`~pymc_odesens.model.events.ImplicitEvent` on ``a - b`` crossing zero in the
-  direction that makes it true; when ``a - b = +-(t - c(p))`` the trigger is a time, and
-  the event an :class:`~pymc_odesens.model.events.ExplicitEvent` at ``c``, hit exactly;
-- ``initialValue="false"`` with a trigger true at ``t0``: the event also fires at ``t0``
-  (an explicit event there), when whether it is true at ``t0`` does not depend on the
-  parameters.
+An event's assignments are computed from the values the engine hands them (at the trigger
+time or at execution); whatever an event assigns is a state (a zero derivative unless a
+rate rule drives it). A species' assignment sets what its symbol denotes; a species held as
+its amount gets ``value * size`` with the size before the event (an assignment to that size
+by the same event then keeps the amount, as SBML's test suite says). An event whose trigger
+has no math never fires; one without assignments changes nothing and is left out. Events
+with delays are refused (:mod:`pymc_odesens.model.sbml.refusals`).
 
-Refused (by name) until the event engine expresses them: triggers that are not a single
-comparison (``and``, ``or``, ``not``, ``==``), priorities, events whose assignments can
-change another event's trigger (cascades) and events that can fire at the same time
-(both make ``persistent``, ``useValuesFromTriggerTime`` and the order of simultaneous
-events matter).
+SBML leaves the order of simultaneous events of equal priority (or without one) to chance,
+and its test suite checks that a simulator draws it (``RandomEventExecution``): every SBML
+event has ``random_order``, so such ties are drawn uniformly at each choice. When the order
+changes the result, a solve is then one draw of the model's random process
+(:func:`pymc_odesens.solvers.seed_event_order` makes it reproducible).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import libsbml
 import sympy as sp
 
-from pymc_odesens.model.events import ExplicitEvent, ImplicitEvent
+from pymc_odesens.model.events import TriggerEvent
 from pymc_odesens.model.sbml.mathml import MathConverter
 from pymc_odesens.model.sbml.quantities import AMOUNT, Species
-from pymc_odesens.model.sbml.refusals import SbmlUnsupportedError, element_label
+from pymc_odesens.model.sbml.refusals import element_label
 from pymc_odesens.model.sbml.symbol_values import SymbolValues
 
 __all__ = ["event_targets", "sbml_events"]
-
-_RISING = {libsbml.AST_RELATIONAL_GT: 1, libsbml.AST_RELATIONAL_GEQ: 1}
-_FALLING = {libsbml.AST_RELATIONAL_LT: -1, libsbml.AST_RELATIONAL_LEQ: -1}
-_RELATION = {
-    libsbml.AST_RELATIONAL_GT: sp.Gt,
-    libsbml.AST_RELATIONAL_GEQ: sp.Ge,
-    libsbml.AST_RELATIONAL_LT: sp.Lt,
-    libsbml.AST_RELATIONAL_LEQ: sp.Le,
-}
 
 
 def event_targets(model: libsbml.Model) -> set[str]:
@@ -58,44 +54,23 @@ def event_targets(model: libsbml.Model) -> set[str]:
     }
 
 
-@dataclass
-class _Mapped:
-    name: str
-    label: str
-    targets: set
-    condition: sp.Expr | None = None
-    direction: int = 0
-    time: sp.Expr | None = None
-    at_t0: bool = False
-
-
-def _state_affect(
-    assignments: list[tuple[str, sp.Expr]],
-    values: SymbolValues,
-    species: Mapping[str, Species],
-    state_ids: list[str],
-) -> tuple[list[sp.Expr], set[str]]:
+def _assignments(
+    event, label: str, converter: MathConverter, values: SymbolValues, species: Mapping
+) -> dict[str, sp.Expr]:
+    """``{state id: new value in the state's unit}`` of an event's assignments."""
     affect = {}
-    for sid, expr in assignments:
-        value = values.resolve(expr)
-        s = species.get(sid)
+    for assignment in event.getListOfEventAssignments():
+        if not assignment.isSetMath():
+            continue  # SBML Level 3 Version 2: an assignment without math does nothing
+        sid = assignment.getVariable()
+        value = values.resolve(
+            converter.expression(assignment.getMath(), f"assignment to {sid!r} in {label}")
+        )
+        s: Species | None = species.get(sid)
         if s is not None and s.state_unit == AMOUNT and s.meaning != AMOUNT:
-            # the concentration assigned holds in the compartment as it was before the
-            # event; an assignment to the size in the same event keeps the amount
             value = value * values.value(s.compartment)
         affect[sid] = value
-    return [affect.get(sid, values.state_symbols[sid]) for sid in state_ids], set(affect)
-
-
-def _time_of(g: sp.Expr, time: sp.Symbol) -> tuple[int, sp.Expr] | None:
-    """``(k, c)`` with ``g = k (t - c)`` and ``k = +-1``, else None."""
-    slope = sp.diff(g, time)
-    if slope not in (sp.S.One, sp.S.NegativeOne):
-        return None
-    rest = sp.expand(g - slope * time)
-    if rest.has(time):
-        return None
-    return int(slope), -rest / slope
+    return affect
 
 
 def sbml_events(
@@ -103,127 +78,33 @@ def sbml_events(
     converter: MathConverter,
     values: SymbolValues,
     species: Mapping[str, Species],
-    state_ids: list[str],
-) -> list:
-    """The model's events as ImplicitEvent / ExplicitEvent objects (see the module's docstring).
-
-    Raises
-    ------
-    SbmlUnsupportedError
-        For the events the module's docstring lists as refused.
-    """
-    states = set(values.state_symbols.values())
-    t0 = values.t0
-    mapped: list[_Mapped] = []
-    events: list = []
+) -> list[TriggerEvent]:
+    """The model's events as TriggerEvents (see the module's docstring)."""
+    level3 = model.getLevel() >= 3
+    events = []
     for j, event in enumerate(model.getListOfEvents()):
         label = element_label(event, "event", j)
-        name = event.getId() or f"event{j}"
         trigger = event.getTrigger() if event.isSetTrigger() else None
         if trigger is None or not trigger.isSetMath():
             continue  # a trigger without math is never true
-        assignments = [
-            (
-                a.getVariable(),
-                converter.expression(a.getMath(), f"assignment to {a.getVariable()!r} in {label}"),
-            )
-            for a in event.getListOfEventAssignments()
-            if a.isSetMath()
-        ]
-        if not assignments:
-            continue  # nothing to do when it fires
+        affect = _assignments(event, label, converter, values, species)
+        if not affect:
+            continue
+        condition = values.resolve(converter.condition(trigger.getMath(), f"trigger of {label}"))
+        priority = None
         if event.isSetPriority() and event.getPriority().isSetMath():
-            raise SbmlUnsupportedError("event priority", label, "not supported yet")
-        ast = trigger.getMath()
-        kind = ast.getType()
-        if kind not in _RELATION or ast.getNumChildren() != 2:
-            raise SbmlUnsupportedError(
-                "event trigger that is not a single comparison",
-                label,
-                f"trigger {libsbml.formulaToL3String(ast)!r} is not supported yet",
+            where = f"priority of {label}"
+            priority = values.resolve(converter.expression(event.getPriority().getMath(), where))
+        events.append(
+            TriggerEvent(
+                lambda t, y, p, c=condition: c,
+                affect=lambda t, y, p, a=affect: a,
+                initial_value=bool(trigger.getInitialValue()) if level3 else True,
+                persistent=bool(trigger.getPersistent()) if level3 else True,
+                priority=None if priority is None else (lambda t, y, p, q=priority: q),
+                use_values_from_trigger_time=bool(event.getUseValuesFromTriggerTime()),
+                name=event.getId() or f"event{j}",
+                random_order=True,
             )
-        where = f"trigger of {label}"
-        lhs = converter.expression(ast.getChild(0), where)
-        rhs = converter.expression(ast.getChild(1), where)
-        relation = _RELATION[kind]
-        g = values.resolve(lhs - rhs)
-        direction = _RISING.get(kind) or _FALLING[kind]
-        initial_value = bool(trigger.getInitialValue()) if model.getLevel() >= 3 else True
-        affect, targets = _state_affect(assignments, values, species, state_ids)
-        item = _Mapped(name=name, label=label, targets=targets)
-        timed = None if g.free_symbols & states else _time_of(g, values.time)
-        if timed is not None and timed[0] == direction and not timed[1].is_Number:
-            # becomes true at a time c(p): hit exactly, at t0 if c(p) is earlier
-            item.time = timed[1] if initial_value else sp.Max(timed[1], t0)
-        else:
-            strict = kind in (libsbml.AST_RELATIONAL_GT, libsbml.AST_RELATIONAL_LT)
-            if timed is not None and timed[0] == direction:
-                c = timed[1]
-                if bool(c > t0) or (c == t0 and strict):
-                    item.time = c
-            elif g.free_symbols & states or g.has(values.time):
-                if timed is None:
-                    item.condition = g
-                    item.direction = direction
-            at_t0 = relation(values.resolve_initial(lhs), values.resolve_initial(rhs))
-            if item.time is None and not initial_value:
-                if at_t0 not in (sp.true, sp.false):
-                    raise SbmlUnsupportedError(
-                        "event with initialValue=false whose trigger at t0 depends on the "
-                        "parameters",
-                        label,
-                        "not supported yet",
-                    )
-                item.at_t0 = at_t0 is sp.true
-        mapped.append(item)
-        common = dict(affect=lambda t, y, p, a=tuple(affect): list(a))
-        if item.at_t0:
-            t0_name = f"{name}@t0" if item.condition is not None else name
-            events.append(ExplicitEvent([t0], name=t0_name, **common))
-        if item.time is not None:
-            events.append(ExplicitEvent([item.time], name=name, **common))
-        if item.condition is not None:
-            events.append(
-                ImplicitEvent(
-                    lambda t, y, p, g=g: g,
-                    direction="up" if direction > 0 else "down",
-                    name=name,
-                    **common,
-                )
-            )
-    _refuse_interacting(mapped, values)
+        )
     return events
-
-
-def _refuse_interacting(mapped: list[_Mapped], values: SymbolValues) -> None:
-    """Refuse events that may fire at the same time or set off one another."""
-    symbols = values.state_symbols
-    for item in mapped:
-        assigned = {symbols[sid] for sid in item.targets}
-        for other in mapped:
-            if other is item or other.condition is None:
-                continue
-            if other.condition.free_symbols & assigned:
-                raise SbmlUnsupportedError(
-                    "events that set off one another",
-                    f"{item.label} and {other.label}",
-                    f"{item.label} assigns a variable of the trigger of {other.label}; not "
-                    "supported yet",
-                )
-    seen: dict = {}
-    for item in mapped:
-        keys = []
-        if item.condition is not None:
-            keys.append(("condition", item.condition, item.direction))
-        if item.time is not None:
-            keys.append(("time", item.time))
-        if item.at_t0:
-            keys.append(("time", values.t0))
-        for key in keys:
-            if key in seen:
-                raise SbmlUnsupportedError(
-                    "simultaneous events",
-                    f"{seen[key].label} and {item.label}",
-                    "they fire at the same time; not supported yet",
-                )
-            seen[key] = item

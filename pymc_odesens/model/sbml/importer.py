@@ -27,7 +27,11 @@ from pymc_odesens.model.sbml.quantities import (
 )
 from pymc_odesens.model.sbml.reactions import Reaction, SpeciesReference, read_reactions
 from pymc_odesens.model.sbml.reader import read_sbml
-from pymc_odesens.model.sbml.refusals import SbmlError, SbmlUndefinedError
+from pymc_odesens.model.sbml.refusals import (
+    SbmlError,
+    SbmlUndefinedError,
+    SbmlUnsupportedError,
+)
 from pymc_odesens.model.sbml.rules import read_rules
 from pymc_odesens.model.sbml.symbol_values import SymbolValues
 from pymc_odesens.model.sbml.variables import SbmlVariables
@@ -192,21 +196,19 @@ class _SbmlImport:
                 terms.append(c * values.value(reaction.sid))
         return sp.Add(*terms)
 
-    def stoichiometric_matrix(self, reaction_ids: list[str]) -> np.ndarray | None:
-        """``S`` (N x R) with ``f = S v`` exactly, or None when no constant ``S`` exists."""
+    def stoichiometric_matrix(self, reaction_ids: list[str]) -> list | None:
+        """``S`` (N x R numbers) with ``f = S v`` exactly, or None when no constant ``S`` exists
+        (a rate rule drives a state, or a coefficient depends on parameters or states)."""
         by_id = {r.sid: r for r in self.reactions}
         rows = []
         for sid in self.state_ids:
             if sid in self.rate_rules:
                 return None
-            row = []
-            for rid in reaction_ids:
-                c = self.coefficient(sid, by_id[rid])
-                if not c.is_Number:
-                    return None
-                row.append(float(c))
+            row = [self.coefficient(sid, by_id[rid]) for rid in reaction_ids]
+            if not all(c.is_Number for c in row):
+                return None
             rows.append(row)
-        return np.array(rows, dtype=float).reshape(len(self.state_ids), len(reaction_ids))
+        return rows
 
     # outputs ---------------------------------------------------------------------------------
     def _defined(self, sid: str) -> sp.Expr | None:
@@ -271,17 +273,26 @@ def load_sbml_model(cls, source: str | os.PathLike, *, name: str | None = None):
             raise SbmlError(f"{where}: parameter {sid!r} has no value")
         p_nominal.append(float(value))
     rhs = [values.derivative(sid) for sid in imported.state_ids]
+    for sid, expr in zip(imported.state_ids, rhs):
+        if expr.has(sp.nan):
+            raise SbmlUnsupportedError(
+                "piecewise without otherwise",
+                f"the rate of change of {sid!r}",
+                "its pieces do not cover every case, and SBML leaves the value undefined "
+                "where none holds",
+            )
     y0 = [values.initial_state(sid) for sid in imported.state_ids]
     reaction_ids = [r.sid for r in imported.reactions if r.kinetic_law is not None]
     outputs = imported.outputs(reaction_ids)
     amounts, concentrations = imported.species_quantities()
-    events = sbml_events(model, imported.converter, values, imported.species, imported.state_ids)
+    events = sbml_events(model, imported.converter, values, imported.species)
     system = cls.from_expressions(
         rhs,
         imported.time,
         [imported.state_symbols[s] for s in imported.state_ids],
         [imported.param_symbols[s] for s in imported.param_ids],
         name=name or model.getId() or where,
+        allow_no_states=True,  # a model of rules only: its outputs are functions of time
     )
     system.set_initial_state(y0)
     numbers = {

@@ -62,14 +62,20 @@ class RateOf(sp.Function):
 
 
 def float_number(value: float) -> sp.Expr:
-    """A float of the file as a sympy number: integral values below 2**53 as Integers."""
+    """A number of the file as an exact sympy number: the rational its shortest decimal
+    form denotes (``1.4`` is ``7/5``), so that products and quotients of the file's numbers
+    (a stoichiometry over a compartment's size, times a rate) stay exact and
+    ``stoichiometry @ rates`` equals the right-hand side term by term; the compiled kernels
+    print ``7.0/5.0``, the same double as ``1.4``. Magnitudes beyond 1e+-100 stay floats."""
     if math.isnan(value):
         return sp.nan
     if math.isinf(value):
         return sp.oo if value > 0 else -sp.oo
     if value == int(value) and abs(value) < _EXACT_INTEGER_LIMIT:
         return sp.Integer(int(value))
-    return sp.Float(value)
+    if value != 0 and not 1e-100 < abs(value) < 1e100:
+        return sp.Float(value)
+    return sp.Rational(repr(value))
 
 
 def _is_condition(value) -> bool:
@@ -334,6 +340,8 @@ class MathConverter:
             pieces.append((as_number(walk(children[-1])), sp.true))
         elif not pieces:
             raise SbmlError(f"{where}: an empty piecewise has no value")
+        elif sp.Or(*(condition for _, condition in pieces)) is sp.true:
+            pieces[-1] = (pieces[-1][0], sp.true)  # the pieces cover every case
         else:
             # SBML leaves the value undefined where no piece holds: NaN there, so that a
             # solve reaching it fails instead of returning a number the model never gave

@@ -154,3 +154,13 @@ def build_sbml(
             ea.setVariable(variable)
             _check(ea.setMath(_math(text)), f"event assignment to {variable}")
     return libsbml.writeSBMLToString(document)
+
+
+GROWING_COMPARTMENT = build_sbml(
+    compartments={"cell": (2.0, False)},
+    species=[{"id": "A", "concentration": 3.0}],
+    parameters={"r": 0.5},
+    rate_rules={"cell": "r"},
+)
+"""A species (concentration 3) in a compartment of size 2 growing at rate r = 0.5: it is held
+as its amount (6), and its concentration is 6 / (2 + r t)."""

@@ -9,7 +9,7 @@ import sympy as sp
 
 from pymc_odesens import OdeSystem, solve
 from pymc_odesens.model.sbml import SbmlError
-from tests.model.sbml.sbml_text import build_sbml
+from tests.model.sbml.sbml_text import GROWING_COMPARTMENT, build_sbml
 
 
 def symbols(system, *names):
@@ -36,7 +36,8 @@ def test_concentrations_in_a_constant_compartment():
     assert sp.simplify(system.rhs_expressions[1] - 2 * k * A) == 0
     assert system.sbml.state_units == {"A": "concentration", "B": "concentration"}
     assert system.reaction_ids == ["R"]
-    np.testing.assert_array_equal(system.stoichiometry, [[-0.5], [1.0]])
+    assert system.stoichiometry == sp.Matrix([[-sp.Rational(1, 2)], [1]])
+    assert system.conservation_laws.describe() == ["A + 1/2*B = const"]
     rates = sp.Matrix([system.outputs["R"]])
     f = sp.Matrix(system.stoichiometry) * rates - sp.Matrix(system.rhs_expressions)
     assert sp.simplify(f) == sp.zeros(2, 1)
@@ -58,19 +59,12 @@ def test_species_with_only_substance_units_are_amounts():
     assert system.x0.tolist() == [2.0]
     assert system.sbml.state_units == {"A": "amount"}
     assert system.sbml.concentrations["A"] == A / 4
-    np.testing.assert_array_equal(system.stoichiometry, [[-1.0]])
+    assert system.stoichiometry == sp.Matrix([[-1]])
 
 
 def test_a_species_in_a_growing_compartment_keeps_its_amount():
     """dV/dt = r: the amount n0 stays, the concentration is n0 / (V0 + r t)."""
-    system = OdeSystem.from_sbml(
-        build_sbml(
-            compartments={"cell": (2.0, False)},
-            species=[{"id": "A", "concentration": 3.0}],
-            parameters={"r": 0.5},
-            rate_rules={"cell": "r"},
-        )
-    )
+    system = OdeSystem.from_sbml(GROWING_COMPARTMENT)
     assert system.states == ["A", "cell"]
     assert system.sbml.state_units == {"A": "amount", "cell": "value"}
     assert system.x0.tolist() == [6.0, 2.0]

@@ -112,6 +112,10 @@ def test_incomplete_piecewise_is_undefined_outside_its_pieces(converter):
     expr = converter.expression(libsbml.parseL3Formula("piecewise(1, x > 0)"), "test")
     assert expr.xreplace({converter.symbol("x"): 1}) == 1
     assert expr.xreplace({converter.symbol("x"): -1}) is sp.nan
+    # pieces that cover every case need no otherwise
+    covered = converter.expression(libsbml.parseL3Formula("piecewise(1, x > 0, 2, x <= 0)"), "t")
+    assert not covered.has(sp.nan)
+    assert covered.xreplace({converter.symbol("x"): -1}) == 2
 
 
 def test_errors_name_the_element(converter):

@@ -49,6 +49,11 @@ SPECIES = [{"id": "A", "concentration": 1.0}, {"id": "B", "concentration": 0.0}]
             "reaction without a kinetic law",
             "reaction 'R1'",
         ),
+        (
+            dict(reactions={"R1": dict(reactants=[("A", 1)], rate="piecewise(A, A > 0.5)")}),
+            "piecewise without otherwise",
+            "the rate of change of 'A'",
+        ),
     ],
 )
 def test_refused_features_are_named(model, feature, element):
