@@ -18,12 +18,15 @@ from pymc_odesens.pymc import (
     failure_summary,
     fisher_information_tensor,
     ode_solution,
+    pbs_branch_counts,
+    pbs_branch_summary,
     reset_failure_counts,
 )
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
     FisherInformationResult,
+    NonFiniteSensitivityError,
     SensitivityResult,
     adjoint_forward,
     adjoint_gradient,
@@ -48,6 +51,8 @@ __all__ = [
     "ExplicitEvent",
     "ode_solution",
     "choose_sensitivity_route",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
     "failure_counts",
     "failure_summary",
     "reset_failure_counts",
@@ -73,5 +78,6 @@ __all__ = [
     "NewtonConvergenceError",
     "EventTimeError",
     "NonFiniteInputError",
+    "NonFiniteSensitivityError",
 ]
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """Layer 5: PyTensor Ops and PyMC-facing functions."""
 
-from pymc_odesens.pymc import numba_dispatch  # noqa: F401  (registers the numba Ops)
+from pymc_odesens.pymc import numba_dispatch, numba_pbs  # noqa: F401  (register the numba Ops)
 from pymc_odesens.pymc.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -13,6 +13,7 @@ from pymc_odesens.pymc.ode_solution import (
     choose_sensitivity_route,
     ode_solution,
 )
+from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
 from pymc_odesens.pymc.smmala import SMMALA
 
 __all__ = [
@@ -25,4 +26,6 @@ __all__ = [
     "reset_failure_counts",
     "fisher_information_tensor",
     "SMMALA",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
 ]
