@@ -9,8 +9,9 @@ Run:  python benchmarks/bench_pbs_pymc.py          (writes results/bench_pbs_pym
 
 1. Cost of one log-density + gradient: the compiled function of a PyMC model's
    log-density and its gradient (PyTensor's NUMBA mode, the function nutpie calls, and the
-   default mode, the one of ``pm.sample()``), mean over the initial point and ``--points``
-   prior draws, median of ``--rounds`` rounds in which the routes take turns; and the
+   default mode, the one of ``pm.sample()``): CPU time of the process (robust on a shared
+   machine; wall time also recorded), mean over the initial point and ``--points`` prior
+   draws, median of ``--rounds`` rounds in which the routes take turns; and the
    error of each route's gradient at the initial point against forward sensitivities at
    rtol 1e-10 / atol 1e-12 (relative 2-norm). Models:
 
@@ -22,15 +23,14 @@ Run:  python benchmarks/bench_pbs_pymc.py          (writes results/bench_pbs_pym
      tolerances 1e-5 / 1e-6, 61 output times on [0, 600], Normal likelihood on every state.
 
 2. NUTS (nutpie, ``--chains`` chains run one after the other, same seed and tree depth
-   limit ``--maxdepth`` for every route)
-   on AKAR4 (the example's model: ``target_accept`` 0.99) and on the SIR model with
-   ``--nuts-size`` bumps: sampling wall time (compilation excluded), bulk ESS (smallest and
-   median over all scalar parameters), ESS per second, gradient evaluations per draw, step
-   size, divergences, solver failures (rejected proposals); ESS per 1000 gradient
-   evaluations (tuning included) divided by section 1's cost, a load-robust estimate of
-   the ESS/s ratio (the sampling runs are minutes apart on a shared machine); whether the
-   posterior means agree with the forward route's (largest ``|mean_a - mean_b| /
-   sqrt(mcse_a^2 + mcse_b^2)``); and the branches the PBS routes took at 50 posterior
+   limit ``--maxdepth`` for every route) on AKAR4 (the example's model: ``target_accept``
+   0.99) and on the SIR model with ``--nuts-size`` bumps: sampling wall and CPU time
+   (compilation excluded), bulk ESS (smallest and median over all scalar parameters), ESS
+   per second and per CPU second, gradient evaluations per draw, step size, divergences,
+   solver failures (rejected proposals); ESS per 1000 gradient evaluations (tuning
+   included) divided by section 1's cost, a load-robust estimate of the ESS/s ratio;
+   whether the posterior means agree with the forward route's (largest ``|mean_a - mean_b|
+   / sqrt(mcse_a^2 + mcse_b^2)``); and the branches the PBS routes took at 50 posterior
    draws (``pbs_branch_counts`` through ``pm.compute_deterministics``).
 """
 
@@ -209,7 +209,8 @@ def gradient_cost(label: str, info: dict, build, points: int, seed: int, rounds:
     """Section 1 for one model: times per log-density + gradient and gradient errors.
 
     The routes' compiled functions are timed in turn, ``rounds`` times over all points
-    (median per route), so that a changing machine load affects them alike.
+    (median per route). ``ms_*`` is the process's CPU time per evaluation (the work done,
+    all threads: robust on a shared machine), ``wall_ms_*`` the wall time.
     """
     reference_model = build("forward", TIGHT)
     point = reference_model.initial_point()
@@ -231,15 +232,19 @@ def gradient_cost(label: str, info: dict, build, points: int, seed: int, rounds:
             function(*arrays[0])
             out["routes"][route][f"first_call_s_{mode_label}"] = time.perf_counter() - start
             functions[route, mode_label] = function
-    samples = {key: [] for key in functions}
+    wall = {key: [] for key in functions}
+    cpu = {key: [] for key in functions}
     for _ in range(rounds):
         for key, function in functions.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for values in arrays:
                 function(*values)
-            samples[key].append((time.perf_counter() - start) * 1e3 / len(arrays))
-    for (route, mode_label), times in samples.items():
-        out["routes"][route][f"ms_{mode_label}"] = float(np.median(times))
+            cpu[key].append((time.process_time() - start_cpu) * 1e3 / len(arrays))
+            wall[key].append((time.perf_counter() - start) * 1e3 / len(arrays))
+    for route, mode_label in functions:
+        result = out["routes"][route]
+        result[f"ms_{mode_label}"] = float(np.median(cpu[route, mode_label]))
+        result[f"wall_ms_{mode_label}"] = float(np.median(wall[route, mode_label]))
     for route, result in out["routes"].items():
         progress(
             f"  {label}, {route}: {result['ms_numba']:.3f} ms (NUMBA), "
@@ -268,8 +273,8 @@ def print_gradient_costs(results: dict) -> None:
         + [f"{short[r]} dflt" for r in ROUTES]
         + [f"err {short[r]}" for r in ROUTES],
         rows,
-        title="1. log-density + gradient, ms (NUMBA mode; 'dflt': default mode); gradient "
-        "error against forward at 1e-10 / 1e-12 (ExpT: Exp with exp_step='trapezoid')",
+        title="1. log-density + gradient, CPU ms (NUMBA mode; 'dflt': default mode); "
+        "gradient error against forward at 1e-10 / 1e-12 (ExpT: Exp with exp_step='trapezoid')",
     )
 
 
@@ -288,7 +293,7 @@ def nuts_run(model, args, target_accept: float) -> dict:
     compiled = nutpie.compile_pymc_model(model, var_names=free)
     compile_s = time.perf_counter() - start
     pymc_odesens.reset_failure_counts()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     idata = nutpie.sample(
         compiled,
         draws=args.draws,
@@ -301,6 +306,7 @@ def nuts_run(model, args, target_accept: float) -> dict:
         maxdepth=args.maxdepth,
     )
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - start_cpu
     ess = az.ess(idata, var_names=free)
     values = np.concatenate([np.ravel(ess[n].values) for n in free])
     stats = idata.sample_stats
@@ -309,9 +315,12 @@ def nuts_run(model, args, target_accept: float) -> dict:
         "idata": idata,
         "compile_s": compile_s,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "load_average_end": load_average(),
         "gradient_evals_total": evaluations,
         "ms_per_gradient_eval": seconds * 1e3 / evaluations,
+        "cpu_ms_per_gradient_eval": cpu_seconds * 1e3 / evaluations,
+        "ess_median_per_cpu_s": float(np.median(values)) / cpu_seconds,
         "ess_median_per_1000_evals": 1e3 * float(np.median(values)) / evaluations,
         "ess_bulk_min": float(values.min()),
         "ess_bulk_median": float(np.median(values)),
@@ -410,11 +419,14 @@ def print_nuts(results: dict) -> None:
                     f"{run['seconds']:.1f}",
                     f"{run['ess_bulk_min']:.0f}",
                     f"{run['ess_bulk_median']:.0f}",
+                    f"{run['cpu_seconds']:.1f}",
                     f"{run['ess_min_per_s']:.1f}",
                     f"{run['ess_median_per_s']:.1f}",
                     fmt_ratio(run["ess_median_per_s"] / forward["ess_median_per_s"]),
+                    f"{run['ess_median_per_cpu_s']:.1f}",
+                    fmt_ratio(run["ess_median_per_cpu_s"] / forward["ess_median_per_cpu_s"]),
                     f"{run['ess_median_per_1000_evals']:.1f}",
-                    f"{run['ms_per_gradient_eval']:.3f}",
+                    f"{run['cpu_ms_per_gradient_eval']:.3f}",
                     _estimate(run, forward),
                     f"{run['gradient_evals_per_draw']:.1f}",
                     f"{run['step_size']:.3g}",
@@ -427,13 +439,16 @@ def print_nuts(results: dict) -> None:
         [
             "model, route",
             "wall s",
+            "cpu s",
             "ESS min",
             "ESS med",
             "ESS min/s",
             "ESS med/s",
             "vs FS",
+            "ESS med/cpu s",
+            "vs FS (cpu)",
             "ESS med/1000 grads",
-            "ms/grad",
+            "cpu ms/grad",
             "est. vs FS",
             "grads/draw",
             "step",
@@ -442,8 +457,8 @@ def print_nuts(results: dict) -> None:
             "Exp share",
         ],
         rows,
-        title="2. NUTS (nutpie): sampling wall time, bulk ESS, ESS per second; 'est. vs FS': "
-        "ESS per gradient evaluation / section 1's cost, relative to forward",
+        title="2. NUTS (nutpie): sampling wall and CPU time, bulk ESS, ESS per (CPU) second; "
+        "'est. vs FS': ESS per gradient evaluation / section 1's cost, relative to forward",
     )
 
 

@@ -174,11 +174,12 @@ def solve_states(spec: OdeSpec, y0, params) -> tuple[np.ndarray, np.ndarray]:
     return y, failed
 
 
-def solve_forward(spec: OdeSpec, y0, params):
-    """States and forward sensitivities.
+def _sensitivities_each(spec: OdeSpec, y0, params, compute):
+    """``compute(problem, wrt) -> (y, S, S_y0, extra)`` for every experiment.
 
-    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or
-    None when ``spec.wrt_y0`` is False, and ``failed`` (E,) int8.
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or None when
+    ``spec.wrt_y0`` is False, ``failed`` (E,) int8 and the ``extra`` of each experiment
+    (None where its solve failed).
     """
     system = spec.system
     n_e, n, p = spec.n_experiments, system.n_states, system.n_params
@@ -187,14 +188,12 @@ def solve_forward(spec: OdeSpec, y0, params):
     s_p = np.zeros((n_e, n_t, n, p))
     s_y0 = np.zeros((n_e, n_t, n, n)) if spec.wrt_y0 else None
     failed = np.zeros(n_e, dtype=np.int8)
+    extras: list = [None] * n_e
     wrt = "both" if spec.wrt_y0 else "params"
 
     def run(e):
-        # what solve_sensitivity does, without its checks of arguments the graph fixed
-        # and without building a result object (this runs at every log-density evaluation)
         try:
-            problem = _problem(spec, y0, params, e)
-            y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
+            y_e, s_p_e, s_y0_e, extras[e] = compute(_problem(spec, y0, params, e), wrt)
         except OdeSolverError as error:
             _handle(spec, error, e)
             y[e] = _placeholder_state(spec, y0, e)
@@ -206,6 +205,23 @@ def solve_forward(spec: OdeSpec, y0, params):
             s_y0[e] = s_y0_e
 
     _map(run, n_e)
+    return y, s_p, s_y0, failed, extras
+
+
+def solve_forward(spec: OdeSpec, y0, params):
+    """States and forward sensitivities.
+
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or
+    None when ``spec.wrt_y0`` is False, and ``failed`` (E,) int8.
+    """
+
+    def compute(problem, wrt):
+        # what solve_sensitivity does, without its checks of arguments the graph fixed
+        # and without building a result object (this runs at every log-density evaluation)
+        y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
+        return y_e, s_p_e, s_y0_e, None
+
+    y, s_p, s_y0, failed, _ = _sensitivities_each(spec, y0, params, compute)
     return y, s_p, s_y0, failed
 
 
@@ -219,34 +235,17 @@ def solve_pbs(spec: OdeSpec, y0, params):
     """
     from pymc_odesens.sensitivity.pbs import pbs_sensitivities
 
-    system = spec.system
-    n_e, n, p = spec.n_experiments, system.n_states, system.n_params
-    n_t = spec.n_times
-    y = np.empty((n_e, n_t, n))
-    s_p = np.zeros((n_e, n_t, n, p))
-    s_y0 = np.zeros((n_e, n_t, n, n)) if spec.wrt_y0 else None
-    branches = np.zeros((n_e, len(BRANCH_NAMES)), dtype=np.int64)
-    failed = np.zeros(n_e, dtype=np.int8)
-    wrt = "both" if spec.wrt_y0 else "params"
+    def compute(problem, wrt):
+        y_e, s_p_e, s_y0_e, _, report = pbs_sensitivities(
+            problem, wrt, spec.route, spec.pbs_options, non_finite="raise"
+        )
+        return y_e, s_p_e, s_y0_e, np.bincount(report.branch, minlength=len(BRANCH_NAMES))
 
-    def run(e):
-        try:
-            problem = _problem(spec, y0, params, e)
-            y_e, s_p_e, s_y0_e, _, report = pbs_sensitivities(
-                problem, wrt, spec.route, spec.pbs_options, non_finite="raise"
-            )
-        except OdeSolverError as error:
-            _handle(spec, error, e)
-            y[e] = _placeholder_state(spec, y0, e)
-            failed[e] = 1
-            return
-        y[e] = y_e
-        s_p[e] = s_p_e
-        if s_y0 is not None:
-            s_y0[e] = s_y0_e
-        branches[e] = np.bincount(report.branch, minlength=len(BRANCH_NAMES))
-
-    _map(run, n_e)
+    y, s_p, s_y0, failed, counts = _sensitivities_each(spec, y0, params, compute)
+    branches = np.zeros((spec.n_experiments, len(BRANCH_NAMES)), dtype=np.int64)
+    for e, count in enumerate(counts):
+        if count is not None:
+            branches[e] = count
     return y, s_p, s_y0, branches, failed
 
 

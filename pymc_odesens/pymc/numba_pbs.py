@@ -135,10 +135,10 @@ def _pbs_core(spec):
         event_out = np.zeros(EVENT_OUT_SIZE)
         rec_count = np.zeros(1, dtype=np.int64)
         capacity = INITIAL_CAPACITY
-        rec_t = np.empty(capacity)
-        rec_y = np.empty((capacity, n))
-        rec_f = np.empty((capacity, n))
-        rec_dense = np.empty((capacity * dense_rows, n))
+        rec_t = np.empty(0)
+        rec_y = np.empty((0, n))
+        rec_f = np.empty((0, n))
+        rec_dense = np.empty((0, n))
         for e in range(n_e):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             times_e = times[e].copy()
@@ -156,6 +156,11 @@ def _pbs_core(spec):
             for j in range(n_y0_cols):
                 s0[n_forced + j, j] = 1.0
             while True:
+                if rec_t.size < capacity:  # first use, or grown fourfold after a full record
+                    rec_t = np.empty(capacity)
+                    rec_y = np.empty((capacity, n))
+                    rec_f = np.empty((capacity, n))
+                    rec_dense = np.empty((capacity * dense_rows, n))
                 rec_count[0] = 0
                 if explicit_rk:
                     code = integrate_explicit_rk(
@@ -229,10 +234,6 @@ def _pbs_core(spec):
                 if code != st.RECORD_FULL:
                     break
                 capacity *= 4
-                rec_t = np.empty(capacity)
-                rec_y = np.empty((capacity, n))
-                rec_f = np.empty((capacity, n))
-                rec_dense = np.empty((capacity * dense_rows, n))
             bad = -1
             if code == 0:
                 n_rec = rec_count[0]

@@ -16,10 +16,10 @@ from pymc_odesens import (
     NonFiniteSensitivityError,
     OdeSystem,
     ode_solution,
-    solve,
     solve_sensitivity,
 )
 from pymc_odesens.sensitivity import PbsOptions
+from tests.conftest import oscillator_model
 
 TIMES = np.linspace(0.5, 10.0, 12)
 CONTROLS = {"relative_tolerance": 1e-6, "absolute_tolerance": 1e-8}
@@ -350,40 +350,16 @@ def test_events_and_bad_options_are_refused_when_the_graph_is_built(oscillator):
 
 
 def _oscillator_posterior(oscillator, route: str, seed: int):
-    times = np.arange(1.0, 11.0)
-    truth = solve(
+    model = oscillator_model(
         oscillator,
-        [1.0, 0.0],
-        times,
-        [0.15],
+        route,
+        seed=11,
         method="rk45",
-        relative_tolerance=1e-10,
-        absolute_tolerance=1e-10,
-    ).y
-    data = truth + 0.1 * np.random.default_rng(11).normal(size=truth.shape)
-    with pm.Model():
-        theta = pm.HalfNormal("theta", 1.0)
-        y0 = pm.Normal("y0", 0.0, 1.0, shape=2)
-        sigma = pm.HalfNormal("sigma", 1.0)
-        mu = ode_solution(
-            oscillator,
-            y0,
-            times,
-            [theta],
-            method="rk45",
-            sensitivity=route,
-            relative_tolerance=1e-6,
-            absolute_tolerance=1e-8,
-        )
-        pm.Normal("obs", mu, sigma, observed=data)
-        return pm.sample(
-            1000,
-            tune=500,
-            chains=2,
-            cores=1,
-            progressbar=False,
-            random_seed=seed,
-        )
+        relative_tolerance=1e-6,
+        absolute_tolerance=1e-8,
+    )
+    with model:
+        return pm.sample(1000, tune=500, chains=2, cores=1, progressbar=False, random_seed=seed)
 
 
 @pytest.mark.slow
