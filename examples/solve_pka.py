@@ -7,10 +7,12 @@ Milinanni and Nyquist, "Sensitivity Approximation by the Peano-Baker Series"
 method of choice, ``adams`` and the explicit methods are shown for contrast.
 
 Run:  python examples/solve_pka.py            (writes examples/output/pka_trajectory.png)
+      python examples/solve_pka.py --help     (methods, tolerances, output times, plot)
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -21,13 +23,33 @@ from pymc_odesens import OdeSystem, solve
 HERE = Path(__file__).resolve().parent
 
 
-def main() -> None:
+METHODS = ("bdf", "adams", "rk45", "ckrk")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=METHODS,
+        default=list(METHODS),
+        help="methods to run; the first is the reference of the differences (all four)",
+    )
+    parser.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance (1e-6)")
+    parser.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
+    parser.add_argument("--output-times", type=int, default=121, help="output times (121)")
+    parser.add_argument("--no-plot", action="store_true", help="do not write the plot")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
     system = OdeSystem.from_json(HERE / "data" / "pka.json")
-    times = np.linspace(system.t0, system.t_end, 121)
+    times = np.linspace(system.t0, system.t_end, args.output_times)
     print(f"{system.name}: {system.n_states} states, {system.n_params} parameters")
 
     results = {}
-    for method in ("bdf", "adams", "rk45", "ckrk"):
+    for method in args.methods:
         start = time.perf_counter()
         result = solve(
             system,
@@ -35,8 +57,8 @@ def main() -> None:
             times,
             system.p_nominal,
             method=method,
-            relative_tolerance=1e-6,
-            absolute_tolerance=1e-8,
+            relative_tolerance=args.rtol,
+            absolute_tolerance=args.atol,
         )
         first = time.perf_counter() - start
         start = time.perf_counter()
@@ -46,8 +68,8 @@ def main() -> None:
             times,
             system.p_nominal,
             method=method,
-            relative_tolerance=1e-6,
-            absolute_tolerance=1e-8,
+            relative_tolerance=args.rtol,
+            absolute_tolerance=args.atol,
         )
         warm = time.perf_counter() - start
         results[method] = result
@@ -57,20 +79,22 @@ def main() -> None:
             f"first call {first:7.3f} s (includes compilation), warm call {warm * 1e3:8.3f} ms"
         )
 
-    reference = results["bdf"].y
+    first_method = args.methods[0]
+    reference = results[first_method].y
     for method, result in results.items():
-        if method == "bdf":
+        if method == first_method:
             continue
         diff = np.abs(result.y - reference).max()
-        print(f"  max |y_{method} - y_bdf| = {diff:.2e}")
+        print(f"  max |y_{method} - y_{first_method}| = {diff:.2e}")
 
-    print("\nbdf trajectory (every 20th output time):")
+    print(f"\n{first_method} trajectory (every 20th output time):")
     header = "t".rjust(8) + "".join(s[:11].rjust(12) for s in system.states)
     print(header)
     for i in range(0, times.size, 20):
         row = f"{times[i]:8.1f}" + "".join(f"{v:12.4g}" for v in reference[i])
         print(row)
-
+    if args.no_plot:
+        return results
     try:
         import matplotlib
 
@@ -78,7 +102,7 @@ def main() -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("\nmatplotlib is not installed: skipping the plot (pip install '.[examples]')")
-        return
+        return results
     out_dir = HERE / "output"
     out_dir.mkdir(exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -88,12 +112,13 @@ def main() -> None:
     ax.set_xlabel("time [s]")
     ax.set_ylabel("concentration")
     ax.set_yscale("symlog", linthresh=1e-4)
-    ax.set_title("PKA activation (bdf, rtol 1e-6, atol 1e-8)")
+    ax.set_title(f"PKA activation ({first_method}, rtol {args.rtol:g}, atol {args.atol:g})")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     path = out_dir / "pka_trajectory.png"
     fig.savefig(path, dpi=120)
     print(f"\nplot written to {path.relative_to(HERE.parent)}")
+    return results
 
 
 if __name__ == "__main__":

@@ -3,37 +3,41 @@
 Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
 Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
-sensitivities by :func:`solve_sensitivity` (forward, adjoint, PBS/PBSR/Exp),
-PyMC tensors by :func:`ode_solution`, events by :class:`ImplicitEvent` and
-:class:`ExplicitEvent`.
+sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
+PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
+sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
+a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, events by
+:class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
+
+The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
+import pymc and pytensor, which takes seconds; they are loaded when first used, so
+``import pymc_odesens`` for :func:`solve` alone does not pay for them.
 """
 
-from pymc_odesens import math, stan
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
-from pymc_odesens.pymc import (
-    SMMALA,
-    OdeSolverFailureWarning,
-    choose_sensitivity_route,
-    failure_counts,
-    failure_summary,
-    fisher_information_tensor,
-    ode_solution,
-    pbs_branch_counts,
-    pbs_branch_summary,
-    reset_failure_counts,
-)
+from importlib import import_module
+
+from pymc_odesens import math
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
     FisherInformationResult,
     NonFiniteSensitivityError,
     SensitivityResult,
+    SteadyStateError,
+    SteadyStateGradient,
+    SteadyStateNotReachedError,
+    SteadyStateResult,
+    SteadyStateSingularError,
     adjoint_forward,
     adjoint_gradient,
     fisher_information,
     solve_sensitivity,
+    steady_state,
 )
 from pymc_odesens.solvers import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -45,11 +49,48 @@ from pymc_odesens.solvers import (
     solve,
 )
 
+_LAZY = {
+    # the PyMC layer imports pymc and pytensor (seconds): loaded on first use, so that a
+    # user who only solves and differentiates ODEs never pays for them
+    "SMMALA": "pymc_odesens.pymc",
+    "OdeSolverFailureWarning": "pymc_odesens.pymc",
+    "choose_sensitivity_route": "pymc_odesens.pymc",
+    "failure_counts": "pymc_odesens.pymc",
+    "failure_summary": "pymc_odesens.pymc",
+    "fisher_information_tensor": "pymc_odesens.pymc",
+    "ode_solution": "pymc_odesens.pymc",
+    "reset_failure_counts": "pymc_odesens.pymc",
+    "Preequilibration": "pymc_odesens.pymc",
+    "steady_state_solution": "pymc_odesens.pymc",
+    "pbs_branch_counts": "pymc_odesens.pymc",
+    "pbs_branch_summary": "pymc_odesens.pymc",
+}
+_LAZY_MODULES = ("stan", "pymc")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+    elif name in _LAZY_MODULES:
+        value = import_module(f"pymc_odesens.{name}")
+    else:
+        raise AttributeError(f"module 'pymc_odesens' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
+
+
 __all__ = [
     "OdeSystem",
     "ImplicitEvent",
     "ExplicitEvent",
+    "TriggerEvent",
     "ode_solution",
+    "steady_state_solution",
+    "Preequilibration",
     "choose_sensitivity_route",
     "pbs_branch_counts",
     "pbs_branch_summary",
@@ -62,6 +103,12 @@ __all__ = [
     "solve",
     "solve_sensitivity",
     "SensitivityResult",
+    "steady_state",
+    "SteadyStateResult",
+    "SteadyStateGradient",
+    "SteadyStateError",
+    "SteadyStateNotReachedError",
+    "SteadyStateSingularError",
     "adjoint_gradient",
     "adjoint_forward",
     "AdjointGradient",
@@ -77,6 +124,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
     "NonFiniteSensitivityError",
 ]

@@ -1,4 +1,15 @@
-"""Shared fixtures: the reference models of ../shared/models and a per-session kernel cache."""
+"""Shared fixtures: where the reference material lives, and the reference models.
+
+The tests read the project's reference material in place, from the folder ``shared``
+beside the repository (``$PYMC_ODESENS_SHARED_DIR`` points elsewhere): ``models/`` (the
+reference ODE models with ground truth), ``sbml-test-suite/`` and ``petab/``;
+``$PYMC_ODESENS_MODELS_DIR`` may point to the models alone. README.md says where the
+folder comes from. When it is missing the session stops at once with one message naming
+the variable, rather than failing test by test.
+
+Kernels are compiled into the usual on-disk cache (``$PYMC_ODESENS_CACHE_DIR``, default
+``~/.cache/pymc_odesens``), so a second run of the suite reuses them.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +19,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-MODELS_DIR = Path(
-    os.environ.get(
-        "PYMC_ODESENS_MODELS_DIR", Path(__file__).resolve().parents[2] / "shared" / "models"
-    )
+SHARED_DIR = Path(
+    os.environ.get("PYMC_ODESENS_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")
 )
+MODELS_DIR = Path(os.environ.get("PYMC_ODESENS_MODELS_DIR", SHARED_DIR / "models"))
+SBML_SUITE_DIR = SHARED_DIR / "sbml-test-suite"
+PETAB_DIR = SHARED_DIR / "petab"
+
+
+def pytest_sessionstart(session) -> None:
+    if not MODELS_DIR.is_dir():
+        pytest.exit(
+            f"the reference material is missing: no folder {MODELS_DIR}. Set "
+            "PYMC_ODESENS_SHARED_DIR to the folder that holds models/, sbml-test-suite/ and "
+            "petab/ (README.md, 'Reference material'), or PYMC_ODESENS_MODELS_DIR to the "
+            "models alone.",
+            returncode=4,
+        )
 
 
 def model_path(name: str) -> Path:
-    """Path of a reference model JSON; skips only if the shared folder is absent."""
+    """Path of a reference model JSON; fails with the path when the model is missing."""
     path = MODELS_DIR / f"{name}.json"
     if not path.exists():
         pytest.fail(f"reference model {path} not found; set PYMC_ODESENS_MODELS_DIR")

@@ -7,6 +7,8 @@ import re
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
+from pymc_odesens.model.internal_symbols import InternalSymbol
+
 __all__ = ["KernelPrinter"]
 
 _CANONICAL = re.compile(r"^_(y|p|v)(\d+)$")
@@ -17,7 +19,10 @@ class KernelPrinter(PythonCodePrinter):
     """Printer for generated kernels.
 
     Canonical symbols ``_t``, ``_y3``, ``_p2``, ``_v1`` become ``t``, ``y[3]``,
-    ``p[2]``, ``v[1]`` (pointer reads in the cfunc); numbers are printed as
+    ``p[2]``, ``v[1]`` (pointer reads in the cfunc); other internal symbols (the
+    locals of generated code) print as their names; a user's symbol never reaches the
+    printer (expressions are rewritten in canonical symbols first), and one that does is
+    refused rather than printed under a name that could alias a local; numbers are printed as
     floats so numba never mixes integer and float arithmetic; small integer
     powers become products (``x**3`` -> ``x*x*x``) and half powers ``sqrt``.
     """
@@ -26,13 +31,18 @@ class KernelPrinter(PythonCodePrinter):
         super().__init__({"fully_qualified_modules": True, "standard": "python3"})
 
     def _print_Symbol(self, expr: sp.Symbol) -> str:
+        if not isinstance(expr, InternalSymbol):
+            raise ValueError(
+                f"code generation met the symbol {expr.name!r}, which is not in canonical "
+                "form: rewrite expressions with OdeSystem.to_canonical before printing"
+            )
         name = expr.name
         if name == "_t":
             return "t"
         match = _CANONICAL.match(name)
         if match:
             return f"{match.group(1)}[{match.group(2)}]"
-        return super()._print_Symbol(expr)
+        return name
 
     def _print_Integer(self, expr: sp.Integer) -> str:
         return f"{int(expr)}.0"

@@ -22,6 +22,7 @@ from pymc_odesens.codegen.block_breaks import with_block_breaks
 from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.internal_symbols import internal_symbols
 
 __all__ = ["WRT_CHOICES", "sensitivity_blocks", "sensitivity_module_source"]
 
@@ -62,7 +63,7 @@ def sensitivity_module_source(system: OdeSystem, wrt: str) -> str:
         + [canon(jac_y[i, j]) for i, j in jy_nz]
         + [canon(jac_p[k, i]) for k, i in jp_nz]
     )
-    replacements, reduced = sp.cse(expressions, symbols=sp.numbered_symbols("cse"))
+    replacements, reduced = sp.cse(expressions, symbols=internal_symbols("cse"))
     printer = KernelPrinter()
     lines = [
         HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),

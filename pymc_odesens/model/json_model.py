@@ -9,39 +9,49 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.model.expression_parser import parse_expression
+from pymc_odesens.model.internal_symbols import time_symbol
+from pymc_odesens.model.json_schema import JsonModelError, validate_json_model
 from pymc_odesens.model.symbol_vector import make_symbols
 
 __all__ = ["load_json_model"]
 
-_REQUIRED = ("states", "parameters", "rhs")
 
-
-def _parse(text: str, names: dict, where: str) -> sp.Expr:
-    try:
-        return sp.sympify(text, locals=names)
-    except (sp.SympifyError, SyntaxError, TypeError) as err:
-        raise ValueError(f"{where}: cannot parse expression {text!r}: {err}") from err
+def _parse(text, names: dict, where: str) -> sp.Expr:
+    if not isinstance(text, str):  # a number, already checked by the schema
+        text = repr(text)
+    expr = parse_expression(text, names, where)
+    if not isinstance(expr, sp.Expr):
+        raise JsonModelError(
+            f"{where}: expected an arithmetic expression, got the condition {text!r}"
+        )
+    return expr
 
 
 def load_json_model(cls, path: str | PathLike):
     """Build ``cls`` (an OdeSystem class) from a JSON model file.
 
-    Every state, parameter, intermediate and ``t`` is bound explicitly while
-    parsing, so names such as ``gamma`` or ``beta`` stay plain symbols.
+    The file is validated against the format first (:mod:`pymc_odesens.model.json_schema`);
+    every state, parameter, intermediate and ``t`` is bound explicitly while parsing
+    (:mod:`pymc_odesens.model.expression_parser`), so names such as ``gamma``, ``E`` or
+    ``lambda`` stay plain symbols and an undeclared name is an error.
     """
     path = Path(path)
     try:
-        spec = json.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise FileNotFoundError(f"from_json: no model file at {str(path)!r}") from None
-    missing = [k for k in _REQUIRED if k not in spec]
-    if missing:
-        raise ValueError(f"from_json: {path.name} lacks the key(s) {missing}")
-    t = sp.Symbol("t", real=True)
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise JsonModelError(f"{path.name}: not valid JSON: {err}") from None
+    validate_json_model(spec, path.name)
+    t = time_symbol()
     states = make_symbols(spec["states"])
     params = make_symbols(spec["parameters"])
     names: dict = {str(s): s for s in (*states, *params)}
-    names["t"] = t
+    if "t" not in names:
+        names["t"] = t
     for name, text in spec.get("expressions", {}).items():  # ordered; may use earlier ones
         names[name] = _parse(text, names, f"{path.name}: expressions[{name!r}]")
     rhs = [_parse(text, names, f"{path.name}: rhs[{i}]") for i, text in enumerate(spec["rhs"])]
@@ -63,6 +73,6 @@ def load_json_model(cls, path: str | PathLike):
     if system.events_spec:
         from pymc_odesens.model.events import events_from_json
 
-        system.events = events_from_json(system, system.events_spec, path.name)
+        system.events = events_from_json(system, system.events_spec, path.name, names)
         system.__dict__.pop("fingerprint", None)
     return system

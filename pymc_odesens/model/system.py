@@ -10,14 +10,22 @@ from os import PathLike
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.model.conservation import (
+    ConservationLaws,
+    find_conservation_laws,
+    validate_stoichiometry,
+)
 from pymc_odesens.model.derivatives import (
     jacobian_vector_product,
     jacobian_wrt_params,
     jacobian_wrt_states,
     vector_jacobian_product,
 )
+from pymc_odesens.model.event_atoms import event_atoms
 from pymc_odesens.model.events import resolve_events
+from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
+from pymc_odesens.model.tracing import traced
 
 __all__ = ["OdeSystem"]
 
@@ -50,6 +58,21 @@ def _resolve_size(argument: str, count: int | None, names: Sequence[str] | None)
     return None if names is None else len(names)
 
 
+def _check_symbols(t, states: Sequence[sp.Symbol], params: Sequence[sp.Symbol]) -> None:
+    """States, parameters and time must be distinct symbols, and none an internal one."""
+    for role, symbols in (("states", states), ("params", params)):
+        for s in symbols:
+            if not isinstance(s, sp.Symbol):
+                raise TypeError(f"{role} must be sympy Symbols, got {s!r} ({type(s).__name__})")
+            if isinstance(s, InternalSymbol):
+                raise ValueError(
+                    f"{role}: {s} is one of the library's internal symbols; use sympy.Symbol"
+                )
+    everything = [t, *states, *params]
+    if len(set(everything)) != len(everything):
+        raise ValueError("time, the states and the parameters must be distinct symbols")
+
+
 class OdeSystem:
     """An ODE system ``dy/dt = f(t, y, p)`` with exact, compiled derivatives.
 
@@ -75,10 +98,11 @@ class OdeSystem:
         ``initial_state(p)`` returning N expressions in the parameters: the
         initial state ``y0(p)``. Solves then need no ``y0`` and forward
         sensitivities start from ``S(t0) = dy0/dp``.
-    events : sequence of ImplicitEvent or ExplicitEvent, optional
-        Discontinuities of the trajectory: explicit events at given times and
-        implicit events where a condition crosses zero, each mapping the state
-        before it to the state after it (see :mod:`pymc_odesens.model.events`).
+    events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent, optional
+        Discontinuities of the trajectory: explicit events at given times,
+        implicit events where a condition crosses zero and trigger events where a
+        boolean trigger becomes true, each mapping the state before it to the
+        state after it (see :mod:`pymc_odesens.model.events`).
         Solvers locate them, and sensitivities and adjoint gradients include
         how the event times move with the parameters.
 
@@ -128,13 +152,10 @@ class OdeSystem:
         p = _resolve_size("n_params", n_params, params)
         state_names = states if states is not None else [f"y{i}" for i in range(n or 0)]
         param_names = params if params is not None else [f"p{k}" for k in range(p or 0)]
-        t = sp.Symbol("t", real=True)
+        t = time_symbol()
         y_vec = SymbolVector("y", state_names, make_symbols(state_names), growable=n is None)
         p_vec = SymbolVector("p", param_names, make_symbols(param_names), growable=p is None)
-        try:
-            out = rhs(t, y_vec, p_vec)
-        except (IndexError, KeyError, AttributeError) as err:
-            raise type(err)(f"while tracing rhs: {str(err)}") from err
+        out = traced(rhs, (t, y_vec, p_vec), "rhs")
         if isinstance(out, (sp.MatrixBase, np.ndarray)):
             out = list(out)
         if not isinstance(out, Sequence) or isinstance(out, str):
@@ -191,9 +212,9 @@ class OdeSystem:
         self._init_from_expressions(
             name=name,
             t=t,
-            state_names=[str(s) for s in states],
+            state_names=_check_names("states", [str(s) for s in states]),
             state_symbols=tuple(states),
-            param_names=[str(s) for s in params],
+            param_names=_check_names("params", [str(s) for s in params]),
             param_symbols=tuple(params),
             expressions=expressions,
         )
@@ -230,13 +251,17 @@ class OdeSystem:
         clash = set(self.states) & set(self.params)
         if clash:
             raise ValueError(f"names used for both a state and a parameter: {sorted(clash)}")
-        if str(t) in self.states or str(t) in self.params:
-            raise ValueError("'t' is reserved for time; rename that state or parameter")
+        _check_symbols(t, self.state_symbols, self.param_symbols)
         n = len(self.states)
         if len(expressions) != n:
             raise ValueError(
                 f"rhs returned {len(expressions)} expressions but the system has {n} states "
                 f"({', '.join(self.states)})"
+            )
+        if n == 0:
+            raise ValueError(
+                f"system {self.name!r} has no states (rhs returned no expressions): an ODE "
+                "system needs at least one state"
             )
         allowed = {t, *self.state_symbols, *self.param_symbols}
         cleaned = []
@@ -273,18 +298,60 @@ class OdeSystem:
         self.events = ()
         self.source = None
         self.initial_state_expressions = None
+        self._stoichiometry = None
 
     def set_events(self, events: Sequence) -> None:
         """Declare the system's events (replacing any declared before).
 
         Parameters
         ----------
-        events : sequence of ImplicitEvent or ExplicitEvent
+        events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent
             See :mod:`pymc_odesens.model.events`.
         """
         self.events = resolve_events(self, events)
         self.__dict__.pop("fingerprint", None)
         self.__dict__.pop("_compiled_kernels", None)
+        self.__dict__.pop("event_atoms", None)
+
+    @cached_property
+    def event_atoms(self):
+        """The relational atoms of the events' conditions and triggers, their schedule and
+        cause classes (:class:`~pymc_odesens.model.event_atoms.EventAtoms`)."""
+        return event_atoms(self)
+
+    @property
+    def stoichiometry(self) -> sp.Matrix | None:
+        """The stoichiometric matrix (N states x R reactions), or None.
+
+        When set, the right-hand side is ``f = stoichiometry @ v(t, y, p)`` for some
+        reaction rates ``v`` (a model importer that knows the reactions sets it), and
+        :attr:`conservation_laws` are read from it. Entries must be numbers (int, float or
+        rational; floats are taken at their exact binary value); fold symbolic factors such
+        as compartment volumes into the rates. Stored as an exact sympy matrix.
+        """
+        return self.__dict__.get("_stoichiometry")
+
+    @stoichiometry.setter
+    def stoichiometry(self, value) -> None:
+        self._stoichiometry = validate_stoichiometry(value, self.n_states)
+        self.__dict__.pop("conservation_laws", None)
+
+    @cached_property
+    def conservation_laws(self) -> ConservationLaws:
+        """The linear conservation laws ``C y = const`` (:mod:`pymc_odesens.model.conservation`).
+
+        Found exactly from :attr:`stoichiometry` when set, else from the structure of the
+        right-hand side; computed once.
+        """
+        return find_conservation_laws(
+            self.rhs_expressions,
+            self.t,
+            self.state_symbols,
+            self.param_symbols,
+            self.states,
+            self.J_y,
+            self.stoichiometry,
+        )
 
     @property
     def implicit_events(self) -> tuple:
@@ -295,6 +362,11 @@ class OdeSystem:
     def explicit_events(self) -> tuple:
         """The explicit events, in declaration order."""
         return tuple(e for e in self.events if e.kind == "explicit")
+
+    @property
+    def trigger_events(self) -> tuple:
+        """The trigger events, in declaration order."""
+        return tuple(e for e in self.events if e.kind == "trigger")
 
     def set_initial_state(self, initial_state) -> None:
         """Declare the initial state as expressions of the parameters, ``y0(p)``.
@@ -308,10 +380,7 @@ class OdeSystem:
         """
         if callable(initial_state):
             p_vec = SymbolVector("p", self.params, self.param_symbols)
-            try:
-                values = initial_state(p_vec)
-            except (IndexError, KeyError, AttributeError) as err:
-                raise type(err)(f"while tracing initial_state: {str(err)}") from err
+            values = traced(initial_state, (p_vec,), "initial_state")
         else:
             values = initial_state
         if isinstance(values, (sp.MatrixBase, np.ndarray)):
@@ -365,13 +434,14 @@ class OdeSystem:
 
     @cached_property
     def cotangent_symbols(self) -> tuple[sp.Symbol, ...]:
-        """Symbols ``lambda_i`` used by the vector-Jacobian products."""
-        return tuple(sp.Symbol(f"lambda_{i}", real=True) for i in range(self.n_states))
+        """Internal symbols ``lambda_i`` used by the vector-Jacobian products (never equal
+        to a user's symbol of the same name, see :mod:`pymc_odesens.model.internal_symbols`)."""
+        return tuple(InternalSymbol(f"lambda_{i}", real=True) for i in range(self.n_states))
 
     @cached_property
     def direction_symbols(self) -> tuple[sp.Symbol, ...]:
-        """Symbols ``v_j`` used by the Jacobian-vector product."""
-        return tuple(sp.Symbol(f"v_{j}", real=True) for j in range(self.n_states))
+        """Internal symbols ``v_j`` used by the Jacobian-vector product."""
+        return tuple(InternalSymbol(f"v_{j}", real=True) for j in range(self.n_states))
 
     @cached_property
     def vjp_y(self) -> list[sp.Expr]:
@@ -391,33 +461,28 @@ class OdeSystem:
     # identity ------------------------------------------------------------------
     @cached_property
     def canonical_symbols(self) -> tuple[sp.Symbol, tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
-        """Position-named symbols ``(t, y, p)`` used by code generation."""
-        t = sp.Symbol("_t", real=True)
-        y = tuple(sp.Symbol(f"_y{i}", real=True) for i in range(self.n_states))
-        p = tuple(sp.Symbol(f"_p{k}", real=True) for k in range(self.n_params))
+        """Position-named internal symbols ``(t, y, p)`` used by code generation."""
+        t = InternalSymbol("_t", real=True)
+        y = tuple(InternalSymbol(f"_y{i}", real=True) for i in range(self.n_states))
+        p = tuple(InternalSymbol(f"_p{k}", real=True) for k in range(self.n_params))
         return t, y, p
 
-    def to_canonical(self, expr: sp.Expr) -> sp.Expr:
-        """Rewrite ``expr`` in the position-named symbols of :attr:`canonical_symbols`."""
+    @cached_property
+    def _canonical_mapping(self) -> dict[sp.Symbol, sp.Symbol]:
         t, y, p = self.canonical_symbols
-        mapping = {
+        v = tuple(InternalSymbol(f"_v{i}", real=True) for i in range(self.n_states))
+        return {
             self.t: t,
             **dict(zip(self.state_symbols, y)),
             **dict(zip(self.param_symbols, p)),
+            **dict(zip(self.cotangent_symbols, v)),
+            **dict(zip(self.direction_symbols, v)),
         }
-        mapping.update(
-            zip(
-                self.cotangent_symbols,
-                (sp.Symbol(f"_v{i}", real=True) for i in range(self.n_states)),
-            )
-        )
-        mapping.update(
-            zip(
-                self.direction_symbols,
-                (sp.Symbol(f"_v{i}", real=True) for i in range(self.n_states)),
-            )
-        )
-        return sp.sympify(expr).xreplace(mapping)
+
+    def to_canonical(self, expr: sp.Expr) -> sp.Expr:
+        """Rewrite ``expr`` in the position-named symbols of :attr:`canonical_symbols`
+        (the cotangent and direction symbols both become ``_v<i>``)."""
+        return sp.sympify(expr).xreplace(self._canonical_mapping)
 
     @cached_property
     def fingerprint(self) -> str:

@@ -1,6 +1,10 @@
 """Layer 5: PyTensor Ops and PyMC-facing functions."""
 
-from pymc_odesens.pymc import numba_dispatch, numba_pbs  # noqa: F401  (register the numba Ops)
+from pymc_odesens.pymc import (
+    numba_dispatch,  # noqa: F401  (registers the numba Ops)
+    numba_pbs,  # noqa: F401  (and the PBS ones)
+    steady_state_numba,  # noqa: F401  (and those of steady states)
+)
 from pymc_odesens.pymc.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -15,9 +19,12 @@ from pymc_odesens.pymc.ode_solution import (
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
 from pymc_odesens.pymc.smmala import SMMALA
+from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
 
 __all__ = [
     "ode_solution",
+    "steady_state_solution",
+    "Preequilibration",
     "choose_sensitivity_route",
     "SENSITIVITY_ROUTES",
     "OdeSolverFailureWarning",

@@ -71,6 +71,7 @@ def _first_non_finite(s_out):
 
 def _pbs_core(spec):
     """Jitted ``core(y0, params)``: ``(y, S, S_y0, branches, failed)`` of ``spec.route``."""
+    from pymc_odesens.codegen.event_tables import EVENT_TABLE_WIDTH
     from pymc_odesens.pymc.compiled_entries import (
         integrate_explicit_rk_entry as integrate_explicit_rk,
     )
@@ -129,6 +130,8 @@ def _pbs_core(spec):
         no_int = np.zeros(0, dtype=np.int64)
         no_float = np.zeros(0)
         no_rows = np.zeros((0, 0))
+        no_table = np.zeros((0, EVENT_TABLE_WIDTH), dtype=np.int64)
+        no_cause = np.zeros((1, 2), dtype=np.int64)
         no_log = np.zeros((0, OP_WIDTH))
         no_log_count = np.zeros(2, dtype=np.int64)
         ev_count = np.zeros(1, dtype=np.int64)
@@ -196,12 +199,16 @@ def _pbs_core(spec):
                         code_method,
                         rhs,
                         jac_y,
+                        rhs,  # the six event kernels (never called: no events)
                         rhs,
                         rhs,
-                        no_int,
-                        no_int,
-                        no_float,
-                        no_int,
+                        rhs,
+                        rhs,
+                        rhs,
+                        no_int,  # directions
+                        no_table,
+                        no_cause,
+                        no_float,  # stop_times, stop_owner, stop_slot
                         no_int,
                         no_int,
                         t0,

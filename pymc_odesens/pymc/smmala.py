@@ -224,6 +224,13 @@ class SMMALA(ArrayStepShared):
         compile_kwargs: dict | None = None,
         blocked: bool = True,
     ) -> None:
+        """Create the sampler for the model in context (or ``model``).
+
+        The parameters are described in the class docstring (``help(SMMALA)``):
+        ``vars``, ``sensitivity``, ``pbs_options``, ``step_size``, ``target_accept``,
+        ``adapt_step_size``, ``gamma``, ``k``, ``t0``, ``softabs_alpha``, ``model``,
+        ``rng``, ``initial_point``, ``compile_kwargs`` and ``blocked``.
+        """
         from pymc_odesens.sensitivity import SENSITIVITY_METHODS
 
         model = pm.modelcontext(model)

@@ -17,6 +17,8 @@ import numpy as np
 import sympy as sp
 
 from pymc_odesens.model import OdeSystem, SymbolVector
+from pymc_odesens.model.expression_parser import parse_expression
+from pymc_odesens.model.tracing import traced
 
 __all__ = ["Observables", "resolve_observables"]
 
@@ -43,17 +45,14 @@ class Observables:
 
 def _locals(system: OdeSystem) -> dict:
     names = {str(s): s for s in (*system.state_symbols, *system.param_symbols)}
-    names["t"] = system.t
+    names.setdefault("t", system.t)
     names.update(getattr(system, "outputs", {}) or {})
     return names
 
 
 def _check_expression(system: OdeSystem, label: str, raw) -> sp.Expr:
     if isinstance(raw, str):
-        try:
-            expr = sp.sympify(raw, locals=_locals(system))
-        except (sp.SympifyError, SyntaxError, TypeError) as err:
-            raise ValueError(f"{label}: cannot parse expression {raw!r}: {err}") from err
+        expr = parse_expression(raw, _locals(system), label)
     else:
         try:
             expr = sp.sympify(raw)
@@ -90,10 +89,7 @@ def _by_name(system: OdeSystem, label: str, name: str) -> tuple[str, sp.Expr]:
 def _traced(system: OdeSystem, function: Callable) -> list:
     y = SymbolVector("y", system.states, system.state_symbols)
     p = SymbolVector("p", system.params, system.param_symbols)
-    try:
-        values = function(system.t, y, p)
-    except (IndexError, KeyError, AttributeError) as err:
-        raise type(err)(f"while tracing observables: {str(err)}") from err
+    values = traced(function, (system.t, y, p), "observables")
     if isinstance(values, (sp.MatrixBase, np.ndarray)):
         values = list(values)
     if isinstance(values, sp.Expr):

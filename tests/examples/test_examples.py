@@ -110,3 +110,16 @@ def test_pk_dosing_recovers_the_lag_and_the_clearance():
     # t_lag moves every dose: its gradient comes through the event-time sensitivities
     t_lag = float(idata.posterior["t_lag"].mean())
     assert abs(t_lag - example.TRUTH["t_lag"]) < 0.25
+
+
+def test_solve_pka_help_and_run(capsys):
+    example = load_example("solve_pka")
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--help"])
+    assert exit_info.value.code == 0
+    assert "--methods" in capsys.readouterr().out
+    results = example.main(["--methods", "bdf", "rk45", "--output-times", "13", "--no-plot"])
+    assert set(results) == {"bdf", "rk45"}
+    assert results["bdf"].y.shape == (13, 11)
+    # both methods solve the same trajectory to about their tolerances
+    np.testing.assert_allclose(results["rk45"].y, results["bdf"].y, rtol=1e-3, atol=1e-6)

@@ -12,9 +12,11 @@ import pytest
 
 import pymc_odesens
 from pymc_odesens import (
+    ExplicitEvent,
     ImplicitEvent,
     NonFiniteSensitivityError,
     OdeSystem,
+    TriggerEvent,
     ode_solution,
     solve_sensitivity,
 )
@@ -300,6 +302,54 @@ def test_non_finite_sensitivities_outside_a_model_raise():
     assert np.isfinite(f(1.0))
 
 
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+def test_overflowing_transform_is_rejected_with_a_zero_gradient(mode):
+    """k = exp(z) overflows to inf at z = 800: the failure potential makes logp -inf,
+    GradientGuard makes the gradient (0 * exp(800) = NaN by the chain rule) exactly 0, and
+    the failure is counted once, as on the forward and adjoint routes (the Python mode
+    checks the inputs; the NUMBA core meets the infinite rate in the right-hand side, as the
+    other routes' cores do)."""
+    error = "NonFiniteInputError" if mode == "FAST_RUN" else "NonFiniteRhsError"
+    with pm.Model() as model:
+        z = pm.Normal("z", 0.0, 1.0)
+        y = ode_solution(
+            _decay(), [1.0], [1.0, 2.0], [pt.exp(z), 0.2], method="rk45", sensitivity="exp"
+        )
+        pm.Normal("obs", y[:, 0], 0.1, observed=[0.4, 0.25])
+    function = model.logp_dlogp_function(mode=mode, ravel_inputs=True)
+    function.set_extra_values({})
+    pymc_odesens.reset_failure_counts()
+    logp, grad = function(np.array([0.0]))
+    assert np.isfinite(logp) and np.isfinite(grad).all() and grad[0] != 0.0
+    assert pymc_odesens.failure_counts() == {}
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match=error):
+        logp, grad = function(np.array([800.0]))
+    assert logp == -np.inf
+    np.testing.assert_array_equal(grad, [0.0])
+    assert pymc_odesens.failure_counts() == {error: 1}
+
+
+@pytest.mark.parametrize("route", PBS_ROUTES)
+@pytest.mark.parametrize(
+    ("argument", "value", "match"),
+    [
+        ("y0", ["1", "0"], r"y0\[0\] must be numbers or PyTensor tensors, got the text '1'"),
+        ("y0", pt.zvector("z"), r"y0 must be a real tensor, got z of type .*complex128"),
+        ("params", [1 + 1j], r"params\[0\] must be real, got complex values"),
+        (
+            "times",
+            pt.dvector("ts"),
+            r"times must be known when the graph is built .* got the symbolic variable ts",
+        ),
+    ],
+)
+def test_text_complex_and_symbolic_inputs_are_refused(oscillator, route, argument, value, match):
+    arguments = {"y0": [1.0, 0.0], "times": TIMES, "params": [pt.dscalar("theta")]}
+    arguments[argument] = value
+    with pytest.raises(TypeError, match=match):
+        ode_solution(oscillator, **arguments, sensitivity=route, on_failure="raise")
+
+
 def test_events_and_bad_options_are_refused_when_the_graph_is_built(oscillator):
     theta = pt.dscalar("theta")
     bouncing = OdeSystem(
@@ -310,8 +360,26 @@ def test_events_and_bad_options_are_refused_when_the_graph_is_built(oscillator):
         name="ball",
     )
     for route in PBS_ROUTES:
-        with pytest.raises(ValueError, match=rf"sensitivity='{route}' does not support .*events"):
+        with pytest.raises(
+            ValueError,
+            match=rf"sensitivity='{route}' does not support .*events .*implicit event 'bounce'",
+        ):
             ode_solution(bouncing, [1.0, 0.0], TIMES, [theta], sensitivity=route)
+    dosed = OdeSystem(
+        lambda t, y, p: [-p[0] * y[0]],
+        states=["x"],
+        params=["k"],
+        events=[
+            TriggerEvent(lambda t, y, p: y.x < 0.2, lambda t, y, p: {"x": y.x + 1.0}, name="dose"),
+            ExplicitEvent([5.0], lambda t, y, p: [2.0 * y[0]], name="double"),
+        ],
+        name="dosed",
+    )
+    for route in PBS_ROUTES:
+        with pytest.raises(
+            ValueError, match=r"declares trigger event 'dose', explicit event 'double'"
+        ):
+            ode_solution(dosed, [1.0], TIMES, [theta], sensitivity=route, on_failure="raise")
     with pytest.raises(ValueError, match="pbs_options applies to sensitivity='pbs'"):
         ode_solution(
             oscillator, [1.0, 0.0], TIMES, [theta], pbs_options={"c": 5.0}, on_failure="raise"

@@ -273,7 +273,10 @@ def test_argument_errors(linear2):
         fisher_information(*args, rtol=1e-6)
     with pytest.raises(ValueError, match="'AKAR4p' is neither a state nor an output"):
         fisher_information(*args, observables=["AKAR4p"])
-    with pytest.raises(ValueError, match=r"uses k, which is neither a state, a parameter nor t"):
+    with pytest.raises(
+        ValueError,
+        match=r"observables\[0\]: the name .k. is not defined \(known names: p0, p1, t, y0, y1\)",
+    ):
         fisher_information(*args, observables=["k*y0"])
     with pytest.raises(ValueError, match="state index 2 is out of range"):
         fisher_information(*args, observables=[2])
