@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymc_odesens import NonFiniteSensitivityError, OdeSolverError, OdeSystem, solve_sensitivity
+from pymc_odesens import (
+    NonFiniteRhsError,
+    NonFiniteSensitivityError,
+    OdeSolverError,
+    OdeSystem,
+    solve_sensitivity,
+)
 from pymc_odesens import math as odemath
 from pymc_odesens.sensitivity.pbs import pbs_sensitivities
 from pymc_odesens.sensitivity.pbs_errors import non_finite_sensitivity_error
@@ -47,9 +53,10 @@ def test_non_finite_jacobian_raises_or_warns():
     problem = _problem(kink, [0.0], [1.0, 2.0], [1.0], "rk45")
     with pytest.raises(NonFiniteSensitivityError, match=r"t = 1 on \(a Jacobian is not finite"):
         pbs_sensitivities(problem, "params", "exp", PbsOptions(), non_finite="raise")
-    with pytest.warns(RuntimeWarning, match="a Jacobian is not finite"):
-        result = solve_sensitivity(kink, [0.0], [1.0, 2.0], [1.0], sensitivity="exp", method="rk45")
-    assert np.all(np.isnan(result.S))
+    # solve_sensitivity raises (main's reliability rule: a non-finite J_y or df/dp is a
+    # NonFiniteRhsError at the time it happened, never a NaN S)
+    with pytest.raises(NonFiniteRhsError, match=r"J_y or df/dp\) is not finite .* at t = 0"):
+        solve_sensitivity(kink, [0.0], [1.0, 2.0], [1.0], sensitivity="exp", method="rk45")
 
 
 @pytest.mark.parametrize(
