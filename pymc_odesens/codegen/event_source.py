@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from pymc_odesens.codegen.block_breaks import with_block_breaks
-from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
+from pymc_odesens.codegen.kernel_source import header
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import InternalSymbol, internal_symbols
@@ -74,20 +73,14 @@ class _Writer:
             [sp.sympify(e) for e in expressions], symbols=internal_symbols(prefix)
         )
         pad = "    " * indent
-        statements = [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
-        statements += [
+        self.lines += [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
+        self.lines += [
             f"{pad}{name} = {self.printer.doprint(v)}" for name, v in zip(names, reduced)
         ]
-        self.lines += with_block_breaks(statements, "t", pad)
 
 
 def _function_header(name: str) -> list[str]:
-    return [
-        "",
-        "",
-        '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
-        f"def {name}(t, y, p, v, out):",
-    ]
+    return ["", "", f"def {name}(t, y, p, v, out):"]
 
 
 def _event_pieces(system: OdeSystem, event, with_params: bool):
@@ -314,10 +307,7 @@ def _times_function(system: OdeSystem) -> list[str]:
 
 
 def _header(system: OdeSystem, what: str) -> list[str]:
-    return [
-        HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),
-        f"# events: {what}",
-    ]
+    return [header(system), f"# events: {what}"]
 
 
 def event_module_source(system: OdeSystem) -> str:
