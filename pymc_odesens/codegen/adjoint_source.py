@@ -12,8 +12,11 @@ and ``mu`` at ``s = -t0`` is ``int_{t0}^{t_T} lambda^T df/dp dt``. The state
 trajectory buffer (:mod:`pymc_odesens.solvers.recorded_trajectory`) in place
 of the parameter vector, read the parameters from it and interpolate ``y``.
 
-``adjoint_jac`` writes ``J_y^T`` (N x N, row-major), the Jacobian of the
-``lambda`` block used by the implicit solvers' Newton iteration.
+``adjoint_jac`` writes the structural non-zeros of ``J_y`` at the interpolated state,
+in the order of the system's sparsity pattern (as ``jac_y_values``): the Jacobian of the
+``lambda`` block is ``J_y^T``, which the implicit solvers' Newton iteration assembles from
+them with the transposed pattern (:func:`pymc_odesens.solvers.newton_matrix.newton_structure`
+with ``transposed=True``).
 """
 
 from __future__ import annotations
@@ -61,13 +64,7 @@ def adjoint_module_source(system: OdeSystem) -> str:
             "adjoint_rhs", products, n + p, printer, arguments=_ARGUMENTS, preamble=preamble
         ),
         kernel_function_source(
-            "adjoint_jac",
-            [e for _, e in jac_y],
-            printer,
-            arguments=_ARGUMENTS,
-            preamble=preamble,
-            positions=[j * n + i for (i, j), _ in jac_y],
-            size=n * n,
+            "adjoint_jac", [e for _, e in jac_y], printer, arguments=_ARGUMENTS, preamble=preamble
         ),
     ]
     return "\n".join(parts) + "\n"

@@ -19,6 +19,11 @@ snapshots, last first, it
    (``w = (I - c J_y)^{-T} y_bar``, ``p_bar += c (df/dp)^T w``), the predictor
    and the re-samplings.
 
+The stretch keeps the non-zeros of ``J_y`` at each step's solution (not its factors:
+the backward walk factorises ``I - c J_y`` again, dense or sparse as the forward run did,
+:mod:`pymc_odesens.solvers.newton_matrix`), so that its memory is the steps times the
+Jacobian's non-zeros.
+
 With events, the forward run is one logged run per stretch between event
 times; going backwards, the events are undone between runs by the transposed
 jump of the continuous adjoint (with its event-time terms), and the cotangent
@@ -27,7 +32,7 @@ of the state before them enters the run's last step through its dense output.
 The result is the gradient of the computed solution (for the logged step
 sequence), which is what a sampler that uses the computed likelihood needs.
 Memory is the log (four numbers per operation), the snapshots and one
-stretch's states and factors.
+stretch's states and Jacobians.
 
 Only ``bdf`` runs are differentiated this way. The derivative of an ``adams``
 run of a stiff problem is unstable: error control keeps its steps at the edge
@@ -44,7 +49,6 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import bdf_formula
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
 from pymc_odesens.solvers.difference_table import change_step_size, change_step_size_adjoint
 from pymc_odesens.solvers.error_norm import error_weights, weighted_rms_norm
 from pymc_odesens.solvers.multistep import (
@@ -54,13 +58,21 @@ from pymc_odesens.solvers.multistep import (
     OP_RESAMPLE,
     OP_STEP,
 )
-from pymc_odesens.solvers.newton import CONVERGED, factor_newton_matrix, newton_corrector
+from pymc_odesens.solvers.newton import CONVERGED, newton_corrector
+from pymc_odesens.solvers.newton_matrix import (
+    factor_newton_matrix,
+    new_newton_factor,
+    solve_newton,
+    solve_newton_transpose,
+    structure_size,
+)
 
 __all__ = ["DISCRETE_ADJOINT_SIGNATURE", "discrete_adjoint_backward"]
 
 DISCRETE_ADJOINT_SIGNATURE = types.int64(
     KERNEL_TYPE,  # rhs
-    KERNEL_TYPE,  # J_y
+    KERNEL_TYPE,  # J_y: non-zeros in the order of the Newton structure
+    types.int64[::1],  # Newton structure of I - c J_y (solvers.newton_matrix)
     KERNEL_TYPE,  # vjp_y: J_y^T v
     KERNEL_TYPE,  # vjp_p: (df/dp)^T v
     types.float64[::1],  # p
@@ -89,34 +101,36 @@ FULL_NEWTON_ITERATIONS = 20
 
 @njit(cache=True)
 def _full_newton(
-    rhs, jac, p, v, t_new, y_pred, c, psi, weights, jac_mat, lu, pivots, y, d, f, stats
+    rhs, jac, newton, p, v, t_new, y_pred, c, psi, weights, jac_values, factor, y, d, f, work, stats
 ):
     """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` with a fresh Jacobian each
-    iteration; True once a correction is below the Newton tolerance."""
+    iteration; ``(converged, factor)``, converged once a correction is below the Newton
+    tolerance."""
     n = y.size
     for i in range(n):
         y[i] = y_pred[i]
         d[i] = 0.0
     for _ in range(FULL_NEWTON_ITERATIONS):
         rhs(t_new, y.ctypes, p.ctypes, v.ctypes, f.ctypes)
-        jac(t_new, y.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+        jac(t_new, y.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
         stats[st.N_RHS] += 1
         stats[st.N_JAC] += 1
         stats[st.N_NEWTON_ITERS] += 1
-        if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
-            return False
+        factored, factor = factor_newton_matrix(newton, factor, jac_values, c, stats)
+        if not factored:
+            return False, factor
         for i in range(n):
             f[i] = c * f[i] - psi[i] - d[i]
-        lu_solve(lu, pivots, f, 0)
+        solve_newton(newton, factor, f, work)
         for i in range(n):
             y[i] += f[i]
             d[i] += f[i]
         norm = weighted_rms_norm(f, weights, n)
         if not np.isfinite(norm):
-            return False
+            return False, factor
         if norm <= NEWTON_TOLERANCE:
-            return True
-    return False
+            return True, factor
+    return False, factor
 
 
 @njit(cache=True)
@@ -207,6 +221,7 @@ def _longest_stretch(op_log, snapshots, n_ops, n_snapshots):
 def discrete_adjoint_backward(
     rhs,
     jac,
+    newton,
     vjp_y,
     vjp_p,
     p,
@@ -258,9 +273,11 @@ def discrete_adjoint_backward(
     f = np.empty(n)
     weights = np.empty(n)
     block_work = np.empty((n, 1))
-    jac_mat = np.empty((n, n))
-    lu_fresh = np.empty((n, n))
-    piv_fresh = np.empty(n, dtype=np.int64)
+    nnz = max(structure_size(newton), 1)
+    jac_values = np.empty(nnz)
+    fresh = new_newton_factor(newton)  # Newton matrices at predicted states
+    previous = new_newton_factor(newton)  # at the previous step's solution
+    backward = new_newton_factor(newton)  # the backward walk's
     rate = np.ones(1)
     r_mat = np.empty((rows, rows))
     u_mat = np.empty((rows, rows))
@@ -268,10 +285,9 @@ def discrete_adjoint_backward(
     tmp = np.empty((rows, n))
     work = np.empty(n)
     v = np.zeros(1)
-    # one stretch: the state after each step, its factors, c and the time before it
+    # one stretch: the state after each step, J_y there, c and the time before it
     seg_y = np.empty((max(longest, 1), n))
-    seg_lu = np.empty((max(longest, 1), n, n))
-    seg_piv = np.empty((max(longest, 1), n), dtype=np.int64)
+    seg_jac = np.empty((max(longest, 1), nnz))
     seg_c = np.empty(max(longest, 1))
     seg_t_before = np.empty(max(longest, 1))
     # adjoint work
@@ -347,18 +363,17 @@ def discrete_adjoint_backward(
             converged = False
             for attempt in range(2):
                 if attempt == 1 or not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE:
-                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
                     stats[st.N_JAC] += 1
-                    if not factor_newton_matrix(jac_mat, c, lu_fresh, piv_fresh, stats):
+                    factored, fresh = factor_newton_matrix(newton, fresh, jac_values, c, stats)
+                    if not factored:
                         continue
-                    lu_use = lu_fresh
-                    piv_use = piv_fresh
+                    factor_use = fresh
                     c_use = c
                     rate[0] = 1.0
                 else:
                     # the factors at the previous step's solution (have_lu: m > 0)
-                    lu_use = seg_lu[m - 1]
-                    piv_use = seg_piv[m - 1]
+                    factor_use = previous
                     c_use = c_lu
                 outcome, _ = newton_corrector(
                     rhs,
@@ -369,8 +384,8 @@ def discrete_adjoint_backward(
                     c,
                     c_use,
                     psi,
-                    lu_use,
-                    piv_use,
+                    newton,
+                    factor_use,
                     weights,
                     n,
                     n,
@@ -388,9 +403,10 @@ def discrete_adjoint_backward(
             if not converged:
                 # the modified iteration diverged where the forward run's converged (its
                 # iterates and factors differed): Newton with a fresh J_y at each iterate
-                converged = _full_newton(
+                converged, fresh = _full_newton(
                     rhs,
                     jac,
+                    newton,
                     p,
                     v,
                     t_new,
@@ -398,23 +414,24 @@ def discrete_adjoint_backward(
                     c,
                     psi,
                     weights,
-                    jac_mat,
-                    lu_fresh,
-                    piv_fresh,
+                    jac_values,
+                    fresh,
                     seg_y[m],
                     d,
                     f,
+                    work,
                     stats,
                 )
             if not converged:
                 info[0], info[1], info[2], info[3] = t, h, -1, FULL_NEWTON_ITERATIONS
                 return st.NEWTON_FAILED
             stats[st.N_STEPS] += 1
-            # the factors of I - c J_y at the solution: the backward pass's, and the
-            # next replayed step's Newton matrix
-            jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+            # J_y at the solution: the backward pass's Newton matrix, and (factorised) the
+            # next replayed step's
+            jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, seg_jac[m].ctypes)
             stats[st.N_JAC] += 1
-            if not factor_newton_matrix(jac_mat, c, seg_lu[m], seg_piv[m], stats):
+            factored, previous = factor_newton_matrix(newton, previous, seg_jac[m], c, stats)
+            if not factored:
                 info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
                 return st.NEWTON_FAILED
             have_lu = True
@@ -479,7 +496,11 @@ def discrete_adjoint_backward(
             for i in range(n):
                 w[i] = y_cur_bar[i] + d_bar[i]
                 y_cur_bar[i] = 0.0
-            lu_solve_transpose(seg_lu[m], seg_piv[m], w)
+            factored, backward = factor_newton_matrix(newton, backward, seg_jac[m], c, stats)
+            if not factored:
+                info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
+                return st.NEWTON_FAILED
+            solve_newton_transpose(newton, backward, w, work)
             for i in range(n):
                 y_pred_bar[i] = w[i] - d_bar[i]
                 psi_bar[i] = -w[i]

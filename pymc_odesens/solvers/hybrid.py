@@ -45,7 +45,8 @@ located root."""
 HYBRID_SIGNATURE = types.int64(
     types.int64,  # method code (METHOD_CODES)
     KERNEL_TYPE,  # rhs of the integrated vector
-    KERNEL_TYPE,  # J_y of its first block
+    KERNEL_TYPE,  # J_y of its first block (non-zeros in the order of the structure)
+    types.int64[::1],  # newton: structure of I - c J_y (solvers.newton_matrix)
     KERNEL_TYPE,  # event conditions (implicit events)
     KERNEL_TYPE,  # jump of the integrated vector at an event (v = [event, slot])
     types.int64[::1],  # event index of each implicit condition
@@ -88,6 +89,7 @@ def _run(
     code,
     rhs,
     jac,
+    newton,
     conditions,
     directions,
     g_zero,
@@ -152,6 +154,7 @@ def _run(
         family,
         rhs,
         jac,
+        newton,
         t0,
         z0,
         p,
@@ -239,6 +242,7 @@ def integrate_hybrid(
     code,
     rhs,
     jac,
+    newton,
     conditions,
     jump,
     implicit_index,
@@ -341,6 +345,7 @@ def integrate_hybrid(
             code,
             rhs,
             jac,
+            newton,
             conditions,
             directions,
             g_zero,

@@ -1,0 +1,408 @@
+"""The Newton matrix ``I - c J`` of the implicit methods: dense or sparse, one interface.
+
+Every implicit integration (``bdf`` and ``adams``, the forward sensitivities' shared
+corrector, both adjoints) factorises ``I - c J`` for the Jacobian ``J`` of its first
+block and solves with the factors. The Jacobian comes from a kernel that writes its
+structurally non-zero entries in the order of the model's sparsity pattern
+(``jac_y_values``); a *structure* array says what to do with them:
+
+- dense: scatter them into an ``N x N`` matrix and factorise it with partial pivoting
+  (:mod:`pymc_odesens.solvers.dense_lu`);
+- sparse: scatter them into the compressed columns of the reordered pattern and
+  factorise with :mod:`pymc_odesens.solvers.sparse_lu` (refactorisation with the previous
+  pivots while they stay acceptable); no ``N x N`` array exists.
+
+:func:`newton_structure` builds the structure once per model (the sparse analysis is
+stored with the model's kernels); :data:`LINEAR_SOLVERS` are the values of the solver
+control ``linear_solver``, where ``"auto"`` takes the sparse path for systems of at least
+:data:`SPARSE_MIN_STATES` states whose Newton matrix has at most
+:data:`SPARSE_MAX_DENSITY` of its entries non-zero (measured: see docs/solvers.md).
+
+Inside compiled code the factors live in one tuple of arrays
+(:func:`new_newton_factor`); :func:`factor_newton_matrix` returns it again because the
+sparse factors may need more room (rarely: then the tuple holds larger arrays).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from numba import njit
+
+from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.controls import LINEAR_SOLVERS, check_linear_solver
+from pymc_odesens.solvers.dense_lu import lu_factor, lu_solve, lu_solve_blocks, lu_solve_transpose
+from pymc_odesens.solvers.sparse_lu import (
+    FACTOR_OK,
+    FACTOR_OUT_OF_SPACE,
+    PIVOT_TOLERANCE,
+    SparseLuPattern,
+    sparse_lu_factor,
+    sparse_lu_refactor,
+    sparse_lu_solve,
+    sparse_lu_solve_blocks,
+    sparse_lu_solve_transpose,
+)
+
+__all__ = [
+    "DENSE",
+    "LINEAR_SOLVERS",
+    "SPARSE",
+    "SPARSE_MAX_DENSITY",
+    "SPARSE_MIN_STATES",
+    "choose_linear_solver",
+    "dense_structure",
+    "factor_newton_matrix",
+    "new_newton_factor",
+    "newton_structure",
+    "solve_newton",
+    "solve_newton_blocks",
+    "solve_newton_transpose",
+    "structure_kind",
+    "structure_size",
+]
+
+DENSE = 0
+SPARSE = 1
+SPARSE_MIN_STATES = 40
+"""``linear_solver="auto"`` stays dense below this many states."""
+SPARSE_MAX_DENSITY = 0.2
+"""``linear_solver="auto"`` stays dense when more than this fraction of ``I - c J`` is
+structurally non-zero."""
+
+# the structure: a header, then sections (offsets in the header)
+_KIND, _N, _NNZ, _CAPACITY = range(4)
+_OFFSETS = 4
+_ROWS, _COLS, _A_PTR, _A_IDX, _ENTRY, _DIAGONAL, _ORDER, _INVERSE = range(8)
+_SECTIONS = 8
+_HEADER = _OFFSETS + _SECTIONS + 1
+
+
+def _pack(kind: int, n: int, rows, cols, sections: list, capacity: int) -> np.ndarray:
+    parts = [np.asarray(rows, np.int64), np.asarray(cols, np.int64), *sections]
+    parts += [np.zeros(0, np.int64)] * (_SECTIONS - len(parts))
+    header = np.zeros(_HEADER, dtype=np.int64)
+    header[_KIND], header[_N], header[_NNZ], header[_CAPACITY] = kind, n, len(rows), capacity
+    offset = _HEADER
+    for k, part in enumerate(parts):
+        header[_OFFSETS + k] = offset
+        offset += part.size
+    header[_OFFSETS + _SECTIONS] = offset
+    return np.concatenate([header, *[np.asarray(p, np.int64) for p in parts]])
+
+
+def dense_structure(n: int, rows, cols) -> np.ndarray:
+    """The structure of a dense Newton matrix for Jacobian entries at ``(rows, cols)``."""
+    return _pack(DENSE, n, rows, cols, [], 0)
+
+
+def _sparse_structure(n: int, rows, cols, pattern: SparseLuPattern) -> np.ndarray:
+    sections = [
+        pattern.a_ptr,
+        pattern.a_idx,
+        pattern.entry_position,
+        pattern.diagonal_position,
+        pattern.order,
+        pattern.inverse_order,
+    ]
+    return _pack(SPARSE, n, rows, cols, sections, 2 * pattern.fill_estimate + n)
+
+
+def structure_kind(structure: np.ndarray) -> str:
+    """``"dense"`` or ``"sparse"``."""
+    return "sparse" if structure[_KIND] == SPARSE else "dense"
+
+
+@njit(cache=True)
+def structure_size(structure):
+    """The number of Jacobian entries (values) a structure expects."""
+    return structure[_NNZ]
+
+
+def choose_linear_solver(choice: str, n: int, nnz: int) -> str:
+    """``"dense"`` or ``"sparse"`` for the control ``choice`` and a Jacobian with ``nnz``
+    structural non-zeros (the diagonal of ``I - c J`` counts as non-zero)."""
+    choice = check_linear_solver(choice)
+    if choice != "auto":
+        return choice
+    if n < SPARSE_MIN_STATES or nnz + n > SPARSE_MAX_DENSITY * n * n:
+        return "dense"
+    return "sparse"
+
+
+def newton_structure(kernels, linear_solver: str, *, transposed: bool = False) -> np.ndarray:
+    """The structure for the Newton matrices of a system with compiled ``kernels``.
+
+    Parameters
+    ----------
+    kernels : pymc_odesens.codegen.CompiledKernels
+        Its ``jacobian_pattern`` orders the values of ``jac_y_values`` (and of the
+        adjoint's ``adjoint_jac``).
+    linear_solver : {"auto", "dense", "sparse"}
+    transposed : bool
+        For ``I - c J^T`` (the continuous adjoint's backward Newton matrices), with the
+        values still in the order of ``J``'s pattern.
+
+    The sparse analysis is computed once per system and stored with its kernels.
+    """
+    from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
+
+    rows, cols = kernels.jacobian_pattern
+    if transposed:
+        rows, cols = cols, rows
+    n = kernels.n_states
+    kind = choose_linear_solver(linear_solver, n, rows.size)
+    memo = kernels.__dict__.setdefault("_newton_structures", {})
+    key = (kind, transposed)
+    structure = memo.get(key)
+    if structure is not None:
+        return structure
+    if kind == "dense":
+        structure = dense_structure(n, rows, cols)
+    else:
+        path = artefact_path(kernels.key, ".newton_T.npy" if transposed else ".newton.npy")
+        with GENERATION_LOCK:
+            if path.exists():
+                structure = np.load(path)
+            else:
+                structure = _sparse_structure(n, rows, cols, SparseLuPattern(n, rows, cols))
+                buffer = io.BytesIO()
+                np.save(buffer, structure)
+                write_atomically(path, buffer.getvalue())
+    memo[key] = structure
+    return structure
+
+
+# ----------------------------------------------------------------------------- numeric
+
+
+@njit(cache=True)
+def _section(structure, k):
+    return structure[structure[_OFFSETS + k] : structure[_OFFSETS + k + 1]]
+
+
+@njit(cache=True)
+def _sparse_storage(n, capacity):
+    return (
+        np.zeros(n + 1, dtype=np.int64),  # l_ptr
+        np.zeros(max(capacity, 1), dtype=np.int64),  # l_idx
+        np.zeros(max(capacity, 1)),  # l_val
+        np.zeros(n + 1, dtype=np.int64),  # u_ptr
+        np.zeros(max(capacity, 1), dtype=np.int64),  # u_idx
+        np.zeros(max(capacity, 1)),  # u_val
+    )
+
+
+@njit(cache=True)
+def new_newton_factor(structure):
+    """Storage for the factors of the Newton matrices of ``structure`` (a tuple of arrays)."""
+    n = structure[_N]
+    if structure[_KIND] == DENSE:
+        m = n
+        s = 0
+        capacity = 0
+    else:
+        m = 0
+        s = n
+        capacity = structure[_CAPACITY]
+    l_ptr, l_idx, l_val, u_ptr, u_idx, u_val = _sparse_storage(s, capacity)
+    nnz_a = _section(structure, _A_IDX).size
+    return (
+        np.empty((m, m)),  # 0: dense LU
+        np.zeros(max(m, 1), dtype=np.int64),  # 1: dense pivots
+        np.zeros(nnz_a),  # 2: values of the reordered sparse matrix
+        l_ptr,  # 3
+        l_idx,  # 4
+        l_val,  # 5
+        u_ptr,  # 6
+        u_idx,  # 7
+        u_val,  # 8
+        np.zeros(s, dtype=np.int64),  # 9: pivot position of each reordered row
+        np.zeros(s, dtype=np.int64),  # 10: pivot position of each row of the matrix
+        np.zeros(s),  # 11: work x (kept zero)
+        np.zeros(s, dtype=np.int64),  # 12: work xi
+        np.zeros(s, dtype=np.int64),  # 13: work nodes
+        np.zeros(s, dtype=np.int64),  # 14: work positions
+        np.zeros(s, dtype=np.int64),  # 15: work mark
+        np.zeros(4, dtype=np.int64),  # 16: [factors valid for refactorisation, ...]
+    )
+
+
+@njit(cache=True)
+def _grown(factor):
+    """The factor storage with twice the room for ``L`` and ``U``."""
+    n = factor[3].size - 1
+    l_ptr, l_idx, l_val, u_ptr, u_idx, u_val = _sparse_storage(n, 2 * factor[4].size)
+    return (
+        factor[0],
+        factor[1],
+        factor[2],
+        l_ptr,
+        l_idx,
+        l_val,
+        u_ptr,
+        u_idx,
+        u_val,
+        factor[9],
+        factor[10],
+        factor[11],
+        factor[12],
+        factor[13],
+        factor[14],
+        factor[15],
+        factor[16],
+    )
+
+
+@njit(cache=True)
+def factor_newton_matrix(structure, factor, jac_values, c, stats):
+    """Factorise ``I - c J`` (``J``'s entries ``jac_values`` in the structure's order).
+
+    Returns ``(ok, factor)``: ``ok`` is False for a singular matrix; ``factor`` is the
+    storage to use from now on (the same, or larger arrays when the sparse factors
+    needed more room).
+    """
+    stats[st.N_LU] += 1
+    n = structure[_N]
+    rows = _section(structure, _ROWS)
+    cols = _section(structure, _COLS)
+    if structure[_KIND] == DENSE:
+        lu = factor[0]
+        for i in range(n):
+            for j in range(n):
+                lu[i, j] = 0.0
+        for e in range(rows.size):
+            lu[rows[e], cols[e]] = -c * jac_values[e]
+        for i in range(n):
+            lu[i, i] += 1.0
+        return lu_factor(lu, factor[1]), factor
+    a_val = factor[2]
+    entry = _section(structure, _ENTRY)
+    diagonal = _section(structure, _DIAGONAL)
+    a_ptr = _section(structure, _A_PTR)
+    a_idx = _section(structure, _A_IDX)
+    for e in range(a_val.size):
+        a_val[e] = 0.0
+    for e in range(entry.size):
+        a_val[entry[e]] = -c * jac_values[e]
+    for k in range(n):
+        a_val[diagonal[k]] += 1.0
+    state = factor[16]
+    if state[0] == 1:
+        code = sparse_lu_refactor(
+            n,
+            a_ptr,
+            a_idx,
+            a_val,
+            PIVOT_TOLERANCE,
+            factor[3],
+            factor[4],
+            factor[5],
+            factor[6],
+            factor[7],
+            factor[8],
+            factor[9],
+            factor[11],
+        )
+        if code == FACTOR_OK:
+            state[2] += 1
+            return True, factor
+    while True:
+        code = sparse_lu_factor(
+            n,
+            a_ptr,
+            a_idx,
+            a_val,
+            PIVOT_TOLERANCE,
+            factor[3],
+            factor[4],
+            factor[5],
+            factor[6],
+            factor[7],
+            factor[8],
+            factor[9],
+            factor[11],
+            factor[12],
+            factor[13],
+            factor[14],
+            factor[15],
+        )
+        if code != FACTOR_OUT_OF_SPACE:
+            break
+        factor = _grown(factor)
+        state = factor[16]
+    if code != FACTOR_OK:
+        state[0] = 0
+        return False, factor
+    state[0] = 1
+    state[1] += 1
+    inverse = _section(structure, _INVERSE)
+    pinv = factor[9]
+    row_map = factor[10]
+    for i in range(n):
+        row_map[i] = pinv[inverse[i]]
+    return True, factor
+
+
+@njit(cache=True)
+def solve_newton_blocks(structure, factor, b, blocks, work):
+    """Solve ``(I - c J) x_k = b_k`` in place for ``blocks`` consecutive blocks of ``b``
+    (``work``: at least ``(N, blocks)``)."""
+    if structure[_KIND] == DENSE:
+        lu_solve_blocks(factor[0], factor[1], b, blocks, work)
+    else:
+        sparse_lu_solve_blocks(
+            factor[3],
+            factor[4],
+            factor[5],
+            factor[6],
+            factor[7],
+            factor[8],
+            factor[10],
+            _section(structure, _ORDER),
+            b,
+            blocks,
+            work,
+        )
+
+
+@njit(cache=True)
+def solve_newton(structure, factor, b, work):
+    """Solve ``(I - c J) x = b`` in place (``work``: N)."""
+    if structure[_KIND] == DENSE:
+        lu_solve(factor[0], factor[1], b, 0)
+    else:
+        sparse_lu_solve(
+            factor[3],
+            factor[4],
+            factor[5],
+            factor[6],
+            factor[7],
+            factor[8],
+            factor[10],
+            _section(structure, _ORDER),
+            b,
+            0,
+            work,
+        )
+
+
+@njit(cache=True)
+def solve_newton_transpose(structure, factor, b, work):
+    """Solve ``(I - c J)^T x = b`` in place (``work``: N)."""
+    if structure[_KIND] == DENSE:
+        lu_solve_transpose(factor[0], factor[1], b)
+    else:
+        sparse_lu_solve_transpose(
+            factor[3],
+            factor[4],
+            factor[5],
+            factor[6],
+            factor[7],
+            factor[8],
+            factor[10],
+            _section(structure, _ORDER),
+            b,
+            work,
+        )
