@@ -101,11 +101,12 @@ FULL_NEWTON_ITERATIONS = 20
 
 @njit(cache=True)
 def _full_newton(
-    rhs, jac, newton, p, v, t_new, y_pred, c, psi, weights, jac_values, factor, y, d, f, work, stats
-):
+    rhs, jac, newton, p, v, t_new, y_pred, c, psi, weights, jac_values, ints, floats, y, d, f,
+    work, stats,
+):  # fmt: skip
     """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` with a fresh Jacobian each
-    iteration; ``(converged, factor)``, converged once a correction is below the Newton
-    tolerance."""
+    iteration; ``(converged, ints, floats)`` (the factor storage), converged once a
+    correction is below the Newton tolerance."""
     n = y.size
     for i in range(n):
         y[i] = y_pred[i]
@@ -116,21 +117,21 @@ def _full_newton(
         stats[st.N_RHS] += 1
         stats[st.N_JAC] += 1
         stats[st.N_NEWTON_ITERS] += 1
-        factored, factor = factor_newton_matrix(newton, factor, jac_values, c, stats)
+        factored, ints, floats = factor_newton_matrix(newton, ints, floats, jac_values, c, stats)
         if not factored:
-            return False, factor
+            return False, ints, floats
         for i in range(n):
             f[i] = c * f[i] - psi[i] - d[i]
-        solve_newton(newton, factor, f, work)
+        solve_newton(newton, ints, floats, f, work)
         for i in range(n):
             y[i] += f[i]
             d[i] += f[i]
         norm = weighted_rms_norm(f, weights, n)
         if not np.isfinite(norm):
-            return False, factor
+            return False, ints, floats
         if norm <= NEWTON_TOLERANCE:
-            return True, factor
-    return False, factor
+            return True, ints, floats
+    return False, ints, floats
 
 
 @njit(cache=True)
@@ -275,9 +276,9 @@ def discrete_adjoint_backward(
     block_work = np.empty((n, 1))
     nnz = max(structure_size(newton), 1)
     jac_values = np.empty(nnz)
-    fresh = new_newton_factor(newton)  # Newton matrices at predicted states
-    previous = new_newton_factor(newton)  # at the previous step's solution
-    backward = new_newton_factor(newton)  # the backward walk's
+    fresh_i, fresh_f = new_newton_factor(newton)  # Newton matrices at predicted states
+    previous_i, previous_f = new_newton_factor(newton)  # at the previous step's solution
+    backward_i, backward_f = new_newton_factor(newton)  # the backward walk's
     rate = np.ones(1)
     r_mat = np.empty((rows, rows))
     u_mat = np.empty((rows, rows))
@@ -365,15 +366,17 @@ def discrete_adjoint_backward(
                 if attempt == 1 or not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE:
                     jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
                     stats[st.N_JAC] += 1
-                    factored, fresh = factor_newton_matrix(newton, fresh, jac_values, c, stats)
+                    factored, fresh_i, fresh_f = factor_newton_matrix(
+                        newton, fresh_i, fresh_f, jac_values, c, stats
+                    )
                     if not factored:
                         continue
-                    factor_use = fresh
+                    use_i, use_f = fresh_i, fresh_f
                     c_use = c
                     rate[0] = 1.0
                 else:
                     # the factors at the previous step's solution (have_lu: m > 0)
-                    factor_use = previous
+                    use_i, use_f = previous_i, previous_f
                     c_use = c_lu
                 outcome, _ = newton_corrector(
                     rhs,
@@ -385,7 +388,8 @@ def discrete_adjoint_backward(
                     c_use,
                     psi,
                     newton,
-                    factor_use,
+                    use_i,
+                    use_f,
                     weights,
                     n,
                     n,
@@ -403,7 +407,7 @@ def discrete_adjoint_backward(
             if not converged:
                 # the modified iteration diverged where the forward run's converged (its
                 # iterates and factors differed): Newton with a fresh J_y at each iterate
-                converged, fresh = _full_newton(
+                converged, fresh_i, fresh_f = _full_newton(
                     rhs,
                     jac,
                     newton,
@@ -415,7 +419,8 @@ def discrete_adjoint_backward(
                     psi,
                     weights,
                     jac_values,
-                    fresh,
+                    fresh_i,
+                    fresh_f,
                     seg_y[m],
                     d,
                     f,
@@ -430,7 +435,9 @@ def discrete_adjoint_backward(
             # next replayed step's
             jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, seg_jac[m].ctypes)
             stats[st.N_JAC] += 1
-            factored, previous = factor_newton_matrix(newton, previous, seg_jac[m], c, stats)
+            factored, previous_i, previous_f = factor_newton_matrix(
+                newton, previous_i, previous_f, seg_jac[m], c, stats
+            )
             if not factored:
                 info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
                 return st.NEWTON_FAILED
@@ -496,11 +503,13 @@ def discrete_adjoint_backward(
             for i in range(n):
                 w[i] = y_cur_bar[i] + d_bar[i]
                 y_cur_bar[i] = 0.0
-            factored, backward = factor_newton_matrix(newton, backward, seg_jac[m], c, stats)
+            factored, backward_i, backward_f = factor_newton_matrix(
+                newton, backward_i, backward_f, seg_jac[m], c, stats
+            )
             if not factored:
                 info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
                 return st.NEWTON_FAILED
-            solve_newton_transpose(newton, backward, w, work)
+            solve_newton_transpose(newton, backward_i, backward_f, w, work)
             for i in range(n):
                 y_pred_bar[i] = w[i] - d_bar[i]
                 psi_bar[i] = -w[i]

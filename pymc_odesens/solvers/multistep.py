@@ -354,7 +354,7 @@ def run_multistep(
     poly = np.zeros(max_order + 2)
     y_cur = y0.copy()
     jac_values = np.empty(max(structure_size(newton), 1))
-    factors = new_newton_factor(newton)
+    factor_ints, factor_floats = new_newton_factor(newton)
     block_work = np.empty((n_state, max(1, n_lu // n_state)))
     y_pred = np.empty(n)
     psi = np.empty(n)
@@ -439,7 +439,9 @@ def run_multistep(
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
             error_weights(y_pred, y_pred, rtol, atol, n, weights)
             if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:
-                factored, factors = factor_newton_matrix(newton, factors, jac_values, c, stats)
+                factored, factor_ints, factor_floats = factor_newton_matrix(
+                    newton, factor_ints, factor_floats, jac_values, c, stats
+                )
                 if not factored:
                     # singular Newton matrix: treat as a convergence failure
                     outcome = DIVERGED
@@ -460,7 +462,8 @@ def run_multistep(
                     c_lu,
                     psi,
                     newton,
-                    factors,
+                    factor_ints,
+                    factor_floats,
                     weights,
                     n_lu,
                     n,  # Newton converges on every component

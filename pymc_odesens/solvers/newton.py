@@ -55,7 +55,8 @@ def newton_corrector(
     c_lu,
     psi,
     structure,
-    factor,
+    factor_ints,
+    factor_floats,
     weights,
     n_lu,
     n_err,
@@ -75,7 +76,7 @@ def newton_corrector(
     iterate (otherwise they would lag the blocks by one iteration).
     ``rate[0]`` is CVODE's convergence-rate estimate, read and updated in
     place (the caller resets it to 1 after a new factorisation).
-    ``structure`` and ``factor`` hold the factorised Newton matrix
+    ``structure``, ``factor_ints`` and ``factor_floats`` hold the factorised Newton matrix
     (:mod:`pymc_odesens.solvers.newton_matrix`); ``block_work`` is work space of at
     least ``(N, n_lu // N)`` for the blocked triangular solves.
 
@@ -107,7 +108,7 @@ def newton_corrector(
         # residual into f: c f - psi - d (f is kept only through this residual)
         for i in range(n):
             f[i] = c * f[i] - psi[i] - d[i]
-        solve_newton_blocks(structure, factor, f, blocks, block_work)
+        solve_newton_blocks(structure, factor_ints, factor_floats, f, blocks, block_work)
         if scale != 1.0:
             for i in range(n):
                 f[i] *= scale

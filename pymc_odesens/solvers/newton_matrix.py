@@ -18,9 +18,12 @@ control ``linear_solver``, where ``"auto"`` takes the sparse path for systems of
 :data:`SPARSE_MIN_STATES` states whose Newton matrix has at most
 :data:`SPARSE_MAX_DENSITY` of its entries non-zero (measured: see docs/solvers.md).
 
-Inside compiled code the factors live in one tuple of arrays
-(:func:`new_newton_factor`); :func:`factor_newton_matrix` returns it again because the
-sparse factors may need more room (rarely: then the tuple holds larger arrays).
+Inside compiled code the factors live in two flat arrays (:func:`new_newton_factor`):
+compiled code passes them instead of a dozen arrays, whose reference counting numba would
+otherwise pay at every call (atomic operations: with a tuple of 17 arrays they took 40 %
+of a small stiff solve), and the solves are inlined into the Newton iteration for the
+same reason. :func:`factor_newton_matrix` returns them again because the
+sparse factors may need more room (rarely: then they are larger arrays).
 """
 
 from __future__ import annotations
@@ -32,12 +35,21 @@ from numba import njit
 
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import LINEAR_SOLVERS, check_linear_solver
-from pymc_odesens.solvers.dense_lu import lu_factor, lu_solve, lu_solve_blocks, lu_solve_transpose
+from pymc_odesens.solvers.dense_lu import (
+    flat_lu_factor,
+    flat_lu_solve,
+    flat_lu_solve_blocks,
+    flat_lu_solve_transpose,
+)
 from pymc_odesens.solvers.sparse_lu import (
     FACTOR_OK,
     FACTOR_OUT_OF_SPACE,
     PIVOT_TOLERANCE,
     SparseLuPattern,
+    grown_sparse_factor,
+    matrix_values,
+    new_sparse_factor,
+    sparse_factor_valid,
     sparse_lu_factor,
     sparse_lu_refactor,
     sparse_lu_solve,
@@ -183,226 +195,88 @@ def _section(structure, k):
 
 
 @njit(cache=True)
-def _sparse_storage(n, capacity):
-    return (
-        np.zeros(n + 1, dtype=np.int64),  # l_ptr
-        np.zeros(max(capacity, 1), dtype=np.int64),  # l_idx
-        np.zeros(max(capacity, 1)),  # l_val
-        np.zeros(n + 1, dtype=np.int64),  # u_ptr
-        np.zeros(max(capacity, 1), dtype=np.int64),  # u_idx
-        np.zeros(max(capacity, 1)),  # u_val
-    )
-
-
-@njit(cache=True)
 def new_newton_factor(structure):
-    """Storage for the factors of the Newton matrices of ``structure`` (a tuple of arrays)."""
+    """Storage ``(ints, floats)`` for the factors of the Newton matrices of ``structure``:
+    dense, the pivots and the ``N x N`` LU; sparse, see :mod:`~pymc_odesens.solvers.sparse_lu`."""
     n = structure[_N]
     if structure[_KIND] == DENSE:
-        m = n
-        s = 0
-        capacity = 0
-    else:
-        m = 0
-        s = n
-        capacity = structure[_CAPACITY]
-    l_ptr, l_idx, l_val, u_ptr, u_idx, u_val = _sparse_storage(s, capacity)
-    nnz_a = _section(structure, _A_IDX).size
-    return (
-        np.empty((m, m)),  # 0: dense LU
-        np.zeros(max(m, 1), dtype=np.int64),  # 1: dense pivots
-        np.zeros(nnz_a),  # 2: values of the reordered sparse matrix
-        l_ptr,  # 3
-        l_idx,  # 4
-        l_val,  # 5
-        u_ptr,  # 6
-        u_idx,  # 7
-        u_val,  # 8
-        np.zeros(s, dtype=np.int64),  # 9: pivot position of each reordered row
-        np.zeros(s, dtype=np.int64),  # 10: pivot position of each row of the matrix
-        np.zeros(s),  # 11: work x (kept zero)
-        np.zeros(s, dtype=np.int64),  # 12: work xi
-        np.zeros(s, dtype=np.int64),  # 13: work nodes
-        np.zeros(s, dtype=np.int64),  # 14: work positions
-        np.zeros(s, dtype=np.int64),  # 15: work mark
-        np.zeros(4, dtype=np.int64),  # 16: [factors valid for refactorisation, ...]
+        return np.zeros(max(n, 1), dtype=np.int64), np.zeros(max(n * n, 1))  # pivots, LU
+    return new_sparse_factor(
+        n,
+        structure[_CAPACITY],
+        _section(structure, _ORDER),
+        _section(structure, _INVERSE),
+        _section(structure, _A_IDX).size,
     )
 
 
 @njit(cache=True)
-def _grown(factor):
-    """The factor storage with twice the room for ``L`` and ``U``."""
-    n = factor[3].size - 1
-    l_ptr, l_idx, l_val, u_ptr, u_idx, u_val = _sparse_storage(n, 2 * factor[4].size)
-    return (
-        factor[0],
-        factor[1],
-        factor[2],
-        l_ptr,
-        l_idx,
-        l_val,
-        u_ptr,
-        u_idx,
-        u_val,
-        factor[9],
-        factor[10],
-        factor[11],
-        factor[12],
-        factor[13],
-        factor[14],
-        factor[15],
-        factor[16],
-    )
-
-
-@njit(cache=True)
-def factor_newton_matrix(structure, factor, jac_values, c, stats):
+def factor_newton_matrix(structure, ints, floats, jac_values, c, stats):
     """Factorise ``I - c J`` (``J``'s entries ``jac_values`` in the structure's order).
 
-    Returns ``(ok, factor)``: ``ok`` is False for a singular matrix; ``factor`` is the
-    storage to use from now on (the same, or larger arrays when the sparse factors
-    needed more room).
+    Returns ``(ok, ints, floats)``: ``ok`` is False for a singular matrix; ``ints`` and
+    ``floats`` are the storage to use from now on (the same arrays, or larger ones when the
+    sparse factors needed more room).
     """
     stats[st.N_LU] += 1
     n = structure[_N]
     rows = _section(structure, _ROWS)
     cols = _section(structure, _COLS)
     if structure[_KIND] == DENSE:
-        lu = factor[0]
-        for i in range(n):
-            for j in range(n):
-                lu[i, j] = 0.0
+        for e in range(n * n):
+            floats[e] = 0.0
         for e in range(rows.size):
-            lu[rows[e], cols[e]] = -c * jac_values[e]
+            floats[rows[e] * n + cols[e]] = -c * jac_values[e]
         for i in range(n):
-            lu[i, i] += 1.0
-        return lu_factor(lu, factor[1]), factor
-    a_val = factor[2]
+            floats[i * n + i] += 1.0
+        return flat_lu_factor(floats, n, ints), ints, floats
     entry = _section(structure, _ENTRY)
     diagonal = _section(structure, _DIAGONAL)
     a_ptr = _section(structure, _A_PTR)
     a_idx = _section(structure, _A_IDX)
+    a_val = matrix_values(ints, floats)
     for e in range(a_val.size):
         a_val[e] = 0.0
     for e in range(entry.size):
         a_val[entry[e]] = -c * jac_values[e]
     for k in range(n):
         a_val[diagonal[k]] += 1.0
-    state = factor[16]
-    if state[0] == 1:
-        code = sparse_lu_refactor(
-            n,
-            a_ptr,
-            a_idx,
-            a_val,
-            PIVOT_TOLERANCE,
-            factor[3],
-            factor[4],
-            factor[5],
-            factor[6],
-            factor[7],
-            factor[8],
-            factor[9],
-            factor[11],
-        )
+    if sparse_factor_valid(ints):
+        code = sparse_lu_refactor(a_ptr, a_idx, a_val, PIVOT_TOLERANCE, ints, floats)
         if code == FACTOR_OK:
-            state[2] += 1
-            return True, factor
+            return True, ints, floats
     while True:
-        code = sparse_lu_factor(
-            n,
-            a_ptr,
-            a_idx,
-            a_val,
-            PIVOT_TOLERANCE,
-            factor[3],
-            factor[4],
-            factor[5],
-            factor[6],
-            factor[7],
-            factor[8],
-            factor[9],
-            factor[11],
-            factor[12],
-            factor[13],
-            factor[14],
-            factor[15],
-        )
+        code = sparse_lu_factor(a_ptr, a_idx, a_val, PIVOT_TOLERANCE, ints, floats)
         if code != FACTOR_OUT_OF_SPACE:
             break
-        factor = _grown(factor)
-        state = factor[16]
-    if code != FACTOR_OK:
-        state[0] = 0
-        return False, factor
-    state[0] = 1
-    state[1] += 1
-    inverse = _section(structure, _INVERSE)
-    pinv = factor[9]
-    row_map = factor[10]
-    for i in range(n):
-        row_map[i] = pinv[inverse[i]]
-    return True, factor
+        ints, floats = grown_sparse_factor(ints, floats)
+        a_val = matrix_values(ints, floats)
+    return code == FACTOR_OK, ints, floats
 
 
-@njit(cache=True)
-def solve_newton_blocks(structure, factor, b, blocks, work):
+@njit(cache=True, inline="always")
+def solve_newton_blocks(structure, ints, floats, b, blocks, work):
     """Solve ``(I - c J) x_k = b_k`` in place for ``blocks`` consecutive blocks of ``b``
     (``work``: at least ``(N, blocks)``)."""
     if structure[_KIND] == DENSE:
-        lu_solve_blocks(factor[0], factor[1], b, blocks, work)
+        flat_lu_solve_blocks(floats, structure[_N], ints, b, blocks, work)
     else:
-        sparse_lu_solve_blocks(
-            factor[3],
-            factor[4],
-            factor[5],
-            factor[6],
-            factor[7],
-            factor[8],
-            factor[10],
-            _section(structure, _ORDER),
-            b,
-            blocks,
-            work,
-        )
+        sparse_lu_solve_blocks(ints, floats, b, blocks, work)
 
 
-@njit(cache=True)
-def solve_newton(structure, factor, b, work):
+@njit(cache=True, inline="always")
+def solve_newton(structure, ints, floats, b, work):
     """Solve ``(I - c J) x = b`` in place (``work``: N)."""
     if structure[_KIND] == DENSE:
-        lu_solve(factor[0], factor[1], b, 0)
+        flat_lu_solve(floats, structure[_N], ints, b, 0)
     else:
-        sparse_lu_solve(
-            factor[3],
-            factor[4],
-            factor[5],
-            factor[6],
-            factor[7],
-            factor[8],
-            factor[10],
-            _section(structure, _ORDER),
-            b,
-            0,
-            work,
-        )
+        sparse_lu_solve(ints, floats, b, 0, work)
 
 
-@njit(cache=True)
-def solve_newton_transpose(structure, factor, b, work):
+@njit(cache=True, inline="always")
+def solve_newton_transpose(structure, ints, floats, b, work):
     """Solve ``(I - c J)^T x = b`` in place (``work``: N)."""
     if structure[_KIND] == DENSE:
-        lu_solve_transpose(factor[0], factor[1], b)
+        flat_lu_solve_transpose(floats, structure[_N], ints, b)
     else:
-        sparse_lu_solve_transpose(
-            factor[3],
-            factor[4],
-            factor[5],
-            factor[6],
-            factor[7],
-            factor[8],
-            factor[10],
-            _section(structure, _ORDER),
-            b,
-            work,
-        )
+        sparse_lu_solve_transpose(ints, floats, b, work)

@@ -39,7 +39,13 @@ __all__ = [
     "PIVOT_TOLERANCE",
     "SparseLuPattern",
     "analyse_pattern",
+    "grown_sparse_factor",
+    "matrix_values",
     "minimum_degree_ordering",
+    "new_sparse_factor",
+    "sparse_factor_pivots",
+    "sparse_factor_sizes",
+    "sparse_factor_valid",
     "sparse_lu_factor",
     "sparse_lu_refactor",
     "sparse_lu_solve",
@@ -178,254 +184,328 @@ def analyse_pattern(n: int, rows, cols, *, diagonal: bool = True) -> SparseLuPat
 
 
 # ----------------------------------------------------------------------------- numeric
+#
+# The factors live in two flat arrays, ``ints`` (int64) and ``floats`` (float64), so that
+# compiled callers pass two arrays instead of a dozen (each array passed costs atomic
+# reference counting in numba: with a tuple of 17 arrays that counting took 40 % of a small
+# stiff solve). ``ints`` starts with a header of section offsets:
+
+_N, _CAPACITY, _VALID = 0, 1, 2  # size, room for L and U, factors usable by refactorisation
+_L_PTR, _L_IDX, _U_PTR, _U_IDX = 3, 4, 5, 6  # in ints: L and U in compressed columns
+_PINV, _ROW_MAP, _ORDER, _INVERSE = 7, 8, 9, 10  # pivots; row -> pivot position; q; q^-1
+_XI, _NODES, _POSITIONS, _MARK = 11, 12, 13, 14  # depth-first search work space
+_L_VAL, _U_VAL, _X, _A_VAL = 15, 16, 17, 18  # in floats: L, U, work vector x, the matrix
+_HEADER = 19
 
 
 @njit(cache=True)
-def _depth_first(j, l_ptr, l_idx, top, xi, nodes, positions, pinv, mark, stamp):
+def new_sparse_factor(n, capacity, order, inverse_order, matrix_size):
+    """Storage ``(ints, floats)`` for the factors of an ``n x n`` matrix factorised in the
+    ``order`` of the analysis (``inverse_order`` its inverse), with room for ``capacity``
+    entries in each of ``L`` and ``U`` and for the ``matrix_size`` values of the matrix
+    itself (:func:`matrix_values`)."""
+    capacity = max(capacity, 1)
+    sizes = (n + 1, capacity, n + 1, capacity, n, n, n, n, n, n, n, n)
+    ints = np.zeros(_HEADER + sum(sizes), dtype=np.int64)
+    offset = _HEADER
+    for k in range(len(sizes)):
+        ints[_L_PTR + k] = offset
+        offset += sizes[k]
+    ints[_N] = n
+    ints[_CAPACITY] = capacity
+    for k in range(n):
+        ints[ints[_ORDER] + k] = order[k]
+        ints[ints[_INVERSE] + k] = inverse_order[k]
+    floats = np.zeros(2 * capacity + n + matrix_size)
+    ints[_L_VAL] = 0
+    ints[_U_VAL] = capacity
+    ints[_X] = 2 * capacity
+    ints[_A_VAL] = 2 * capacity + n
+    return ints, floats
+
+
+@njit(cache=True)
+def matrix_values(ints, floats):
+    """The room in ``floats`` for the values of the matrix to factorise (a view)."""
+    start = ints[_A_VAL]
+    return floats[start : floats.size]
+
+
+@njit(cache=True)
+def grown_sparse_factor(ints, floats):
+    """The storage with twice the room for ``L`` and ``U`` (the ordering and the matrix's
+    values kept)."""
+    n = ints[_N]
+    order = ints[ints[_ORDER] : ints[_ORDER] + n]
+    inverse = ints[ints[_INVERSE] : ints[_INVERSE] + n]
+    values = matrix_values(ints, floats)
+    new_ints, new_floats = new_sparse_factor(n, 2 * ints[_CAPACITY], order, inverse, values.size)
+    matrix_values(new_ints, new_floats)[:] = values
+    return new_ints, new_floats
+
+
+@njit(cache=True)
+def sparse_factor_valid(ints):
+    """True when the storage holds factors a refactorisation may reuse."""
+    return ints[_VALID] == 1
+
+
+@njit(cache=True)
+def _depth_first(j, ints, top, stamp):
     """Depth-first search from row ``j`` in the graph of ``L``; finished nodes are pushed
-    onto ``xi[:top]`` from the end, which leaves them in topological order."""
+    onto the output stack ``xi`` from ``top`` down, which leaves them in topological order."""
+    l_ptr, l_idx, pinv = ints[_L_PTR], ints[_L_IDX], ints[_PINV]
+    xi, nodes, positions, mark = ints[_XI], ints[_NODES], ints[_POSITIONS], ints[_MARK]
     head = 0
-    nodes[0] = j
+    ints[nodes] = j
     while head >= 0:
-        j = nodes[head]
-        column = pinv[j]
-        if mark[j] != stamp:
-            mark[j] = stamp
-            positions[head] = 0 if column < 0 else l_ptr[column]
+        j = ints[nodes + head]
+        column = ints[pinv + j]
+        if ints[mark + j] != stamp:
+            ints[mark + j] = stamp
+            ints[positions + head] = 0 if column < 0 else ints[l_ptr + column]
         done = True
-        end = 0 if column < 0 else l_ptr[column + 1]
-        for p in range(positions[head], end):
-            i = l_idx[p]
-            if mark[i] == stamp:
+        end = 0 if column < 0 else ints[l_ptr + column + 1]
+        for p in range(ints[positions + head], end):
+            i = ints[l_idx + p]
+            if ints[mark + i] == stamp:
                 continue
-            positions[head] = p
+            ints[positions + head] = p
             head += 1
-            nodes[head] = i
+            ints[nodes + head] = i
             done = False
             break
         if done:
             head -= 1
             top -= 1
-            xi[top] = j
+            ints[xi + top] = j
     return top
 
 
 @njit(cache=True)
-def sparse_lu_factor(
-    n,
-    a_ptr,
-    a_idx,
-    a_val,
-    tolerance,
-    l_ptr,
-    l_idx,
-    l_val,
-    u_ptr,
-    u_idx,
-    u_val,
-    pinv,
-    x,
-    xi,
-    nodes,
-    positions,
-    mark,
-):
+def sparse_lu_factor(a_ptr, a_idx, a_val, tolerance, ints, floats):
     """Factorise ``P A = L U`` with threshold partial pivoting (left-looking).
 
-    ``A`` in compressed columns (``a_ptr``, ``a_idx``, ``a_val``). On success ``L`` (unit
-    diagonal stored first in each column) and ``U`` (diagonal stored last) are in
-    compressed columns with row indices in pivot positions, each ``U`` column in
-    topological order (the order :func:`sparse_lu_refactor` needs), and ``pinv[i]`` is the
-    pivot position of row ``i``. ``x`` (n, zero on entry and exit), ``xi``, ``nodes``,
-    ``positions`` and ``mark`` (n each) are work space.
+    ``A`` (the reordered matrix of the analysis) in compressed columns (``a_ptr``,
+    ``a_idx``, ``a_val``). On success ``L`` (unit diagonal stored first in each column) and
+    ``U`` (diagonal stored last) are in compressed columns with row indices in pivot
+    positions, each ``U`` column in topological order (the order
+    :func:`sparse_lu_refactor` needs), and the row map of the solves is set.
 
     Returns FACTOR_OK, FACTOR_SINGULAR or FACTOR_OUT_OF_SPACE.
     """
+    n = ints[_N]
+    l_ptr, l_idx, u_ptr, u_idx = ints[_L_PTR], ints[_L_IDX], ints[_U_PTR], ints[_U_IDX]
+    pinv, xi, mark = ints[_PINV], ints[_XI], ints[_MARK]
+    l_val, u_val, x = ints[_L_VAL], ints[_U_VAL], ints[_X]
+    capacity = ints[_CAPACITY]
+    ints[_VALID] = 0
     lnz = 0
     unz = 0
     for i in range(n):
-        pinv[i] = -1
-        mark[i] = -1
+        ints[pinv + i] = -1
+        ints[mark + i] = -1
     for k in range(n):
-        l_ptr[k] = lnz
-        u_ptr[k] = unz
-        if lnz + n - k > l_idx.size or unz + n - k > u_idx.size:
+        ints[l_ptr + k] = lnz
+        ints[u_ptr + k] = unz
+        if lnz + n - k > capacity or unz + n - k > capacity:
             for i in range(n):
-                x[i] = 0.0
+                floats[x + i] = 0.0
             return FACTOR_OUT_OF_SPACE
         top = n
         for p in range(a_ptr[k], a_ptr[k + 1]):
             j = a_idx[p]
-            if mark[j] != k:
-                top = _depth_first(j, l_ptr, l_idx, top, xi, nodes, positions, pinv, mark, k)
+            if ints[mark + j] != k:
+                top = _depth_first(j, ints, top, k)
         for p in range(a_ptr[k], a_ptr[k + 1]):
-            x[a_idx[p]] = a_val[p]
+            floats[x + a_idx[p]] = a_val[p]
         for px in range(top, n):
-            j = xi[px]
-            column = pinv[j]
+            j = ints[xi + px]
+            column = ints[pinv + j]
             if column < 0:
                 continue
-            xj = x[j]
-            for p in range(l_ptr[column] + 1, l_ptr[column + 1]):
-                x[l_idx[p]] -= l_val[p] * xj
+            xj = floats[x + j]
+            for p in range(ints[l_ptr + column] + 1, ints[l_ptr + column + 1]):
+                floats[x + ints[l_idx + p]] -= floats[l_val + p] * xj
         pivot_row = -1
         largest = -1.0
         for p in range(top, n):
-            i = xi[p]
-            if pinv[i] < 0:
-                size = abs(x[i])
+            i = ints[xi + p]
+            if ints[pinv + i] < 0:
+                size = abs(floats[x + i])
                 if size > largest:
                     largest = size
                     pivot_row = i
             else:
-                u_idx[unz] = pinv[i]
-                u_val[unz] = x[i]
+                ints[u_idx + unz] = ints[pinv + i]
+                floats[u_val + unz] = floats[x + i]
                 unz += 1
         if pivot_row < 0 or not (largest > 0.0) or not np.isfinite(largest):
             for p in range(top, n):
-                x[xi[p]] = 0.0
+                floats[x + ints[xi + p]] = 0.0
             return FACTOR_SINGULAR
-        if pinv[k] < 0 and mark[k] == k and abs(x[k]) >= tolerance * largest:
+        if ints[pinv + k] < 0 and abs(floats[x + k]) >= tolerance * largest:
             pivot_row = k
-        pivot = x[pivot_row]
-        u_idx[unz] = k
-        u_val[unz] = pivot
+        pivot = floats[x + pivot_row]
+        ints[u_idx + unz] = k
+        floats[u_val + unz] = pivot
         unz += 1
-        pinv[pivot_row] = k
-        l_idx[lnz] = pivot_row
-        l_val[lnz] = 1.0
+        ints[pinv + pivot_row] = k
+        ints[l_idx + lnz] = pivot_row
+        floats[l_val + lnz] = 1.0
         lnz += 1
         for p in range(top, n):
-            i = xi[p]
-            if pinv[i] < 0:
-                l_idx[lnz] = i
-                l_val[lnz] = x[i] / pivot
+            i = ints[xi + p]
+            if ints[pinv + i] < 0:
+                ints[l_idx + lnz] = i
+                floats[l_val + lnz] = floats[x + i] / pivot
                 lnz += 1
-            x[i] = 0.0
-    l_ptr[n] = lnz
-    u_ptr[n] = unz
+            floats[x + i] = 0.0
+    ints[l_ptr + n] = lnz
+    ints[u_ptr + n] = unz
     for p in range(lnz):
-        l_idx[p] = pinv[l_idx[p]]
+        ints[l_idx + p] = ints[pinv + ints[l_idx + p]]
+    row_map, inverse = ints[_ROW_MAP], ints[_INVERSE]
+    for i in range(n):
+        ints[row_map + i] = ints[pinv + ints[inverse + i]]
+    ints[_VALID] = 1
     return FACTOR_OK
 
 
 @njit(cache=True)
-def sparse_lu_refactor(
-    n, a_ptr, a_idx, a_val, tolerance, l_ptr, l_idx, l_val, u_ptr, u_idx, u_val, pinv, x
-):
+def sparse_lu_refactor(a_ptr, a_idx, a_val, tolerance, ints, floats):
     """Factorise a matrix of the same pattern with the pivots and patterns of the last
     :func:`sparse_lu_factor`; FACTOR_SINGULAR when a pivot falls below ``tolerance`` times
     the largest entry of its ``L`` column (then factorise again with pivoting)."""
+    n = ints[_N]
+    l_ptr, l_idx, u_ptr, u_idx = ints[_L_PTR], ints[_L_IDX], ints[_U_PTR], ints[_U_IDX]
+    pinv = ints[_PINV]
+    l_val, u_val, x = ints[_L_VAL], ints[_U_VAL], ints[_X]
     for k in range(n):
         for p in range(a_ptr[k], a_ptr[k + 1]):
-            x[pinv[a_idx[p]]] = a_val[p]
-        last = u_ptr[k + 1] - 1
-        for p in range(u_ptr[k], last):
-            j = u_idx[p]
-            xj = x[j]
-            u_val[p] = xj
-            x[j] = 0.0
-            for q in range(l_ptr[j] + 1, l_ptr[j + 1]):
-                x[l_idx[q]] -= l_val[q] * xj
-        pivot = x[k]
-        x[k] = 0.0
-        u_val[last] = pivot
+            floats[x + ints[pinv + a_idx[p]]] = a_val[p]
+        last = ints[u_ptr + k + 1] - 1
+        for p in range(ints[u_ptr + k], last):
+            j = ints[u_idx + p]
+            xj = floats[x + j]
+            floats[u_val + p] = xj
+            floats[x + j] = 0.0
+            for q in range(ints[l_ptr + j] + 1, ints[l_ptr + j + 1]):
+                floats[x + ints[l_idx + q]] -= floats[l_val + q] * xj
+        pivot = floats[x + k]
+        floats[x + k] = 0.0
+        floats[u_val + last] = pivot
         largest = 0.0
-        for q in range(l_ptr[k] + 1, l_ptr[k + 1]):
-            largest = max(largest, abs(x[l_idx[q]]))
+        for q in range(ints[l_ptr + k] + 1, ints[l_ptr + k + 1]):
+            largest = max(largest, abs(floats[x + ints[l_idx + q]]))
         if not (abs(pivot) > 0.0 and abs(pivot) >= tolerance * largest) or not np.isfinite(
             pivot + largest
         ):
             for i in range(n):
-                x[i] = 0.0
+                floats[x + i] = 0.0
+            ints[_VALID] = 0
             return FACTOR_SINGULAR
-        for q in range(l_ptr[k] + 1, l_ptr[k + 1]):
-            i = l_idx[q]
-            l_val[q] = x[i] / pivot
-            x[i] = 0.0
+        for q in range(ints[l_ptr + k] + 1, ints[l_ptr + k + 1]):
+            i = ints[l_idx + q]
+            floats[l_val + q] = floats[x + i] / pivot
+            floats[x + i] = 0.0
     return FACTOR_OK
 
 
-@njit(cache=True)
-def sparse_lu_solve(l_ptr, l_idx, l_val, u_ptr, u_idx, u_val, row_map, order, b, offset, work):
-    """Solve ``A x = b[offset:offset+n]`` in place.
-
-    ``row_map[i]`` is the pivot position of row ``i`` of ``A`` and ``order[k]`` the
-    column of ``A`` factorised k-th (:func:`row_positions` and the analysis' ordering);
-    ``work`` (n) is work space.
-    """
-    n = order.size
+@njit(cache=True, inline="always")
+def sparse_lu_solve(ints, floats, b, offset, work):
+    """Solve ``A x = b[offset:offset+n]`` in place for the matrix ``A`` of the analysis (in
+    its own numbering: the ordering and the pivots are applied here); ``work`` (n)."""
+    n = ints[_N]
+    l_ptr, l_idx, u_ptr, u_idx = ints[_L_PTR], ints[_L_IDX], ints[_U_PTR], ints[_U_IDX]
+    row_map, order = ints[_ROW_MAP], ints[_ORDER]
+    l_val, u_val = ints[_L_VAL], ints[_U_VAL]
     for i in range(n):
-        work[row_map[i]] = b[offset + i]
+        work[ints[row_map + i]] = b[offset + i]
     for k in range(n):
         wk = work[k]
         if wk != 0.0:
-            for p in range(l_ptr[k] + 1, l_ptr[k + 1]):
-                work[l_idx[p]] -= l_val[p] * wk
+            for p in range(ints[l_ptr + k] + 1, ints[l_ptr + k + 1]):
+                work[ints[l_idx + p]] -= floats[l_val + p] * wk
     for k in range(n - 1, -1, -1):
-        last = u_ptr[k + 1] - 1
-        wk = work[k] / u_val[last]
+        last = ints[u_ptr + k + 1] - 1
+        wk = work[k] / floats[u_val + last]
         work[k] = wk
         if wk != 0.0:
-            for p in range(u_ptr[k], last):
-                work[u_idx[p]] -= u_val[p] * wk
+            for p in range(ints[u_ptr + k], last):
+                work[ints[u_idx + p]] -= floats[u_val + p] * wk
     for k in range(n):
-        b[offset + order[k]] = work[k]
+        b[offset + ints[order + k]] = work[k]
 
 
 @njit(cache=True)
-def sparse_lu_solve_transpose(l_ptr, l_idx, l_val, u_ptr, u_idx, u_val, row_map, order, b, work):
+def sparse_lu_solve_transpose(ints, floats, b, work):
     """Solve ``A^T x = b`` in place (``A^T = Q U^T L^T P Q^T`` in the factorisation's terms)."""
-    n = order.size
+    n = ints[_N]
+    l_ptr, l_idx, u_ptr, u_idx = ints[_L_PTR], ints[_L_IDX], ints[_U_PTR], ints[_U_IDX]
+    row_map, order = ints[_ROW_MAP], ints[_ORDER]
+    l_val, u_val = ints[_L_VAL], ints[_U_VAL]
     for k in range(n):
-        last = u_ptr[k + 1] - 1
-        s = b[order[k]]
-        for p in range(u_ptr[k], last):
-            s -= u_val[p] * work[u_idx[p]]
-        work[k] = s / u_val[last]
+        last = ints[u_ptr + k + 1] - 1
+        s = b[ints[order + k]]
+        for p in range(ints[u_ptr + k], last):
+            s -= floats[u_val + p] * work[ints[u_idx + p]]
+        work[k] = s / floats[u_val + last]
     for k in range(n - 1, -1, -1):
         s = work[k]
-        for p in range(l_ptr[k] + 1, l_ptr[k + 1]):
-            s -= l_val[p] * work[l_idx[p]]
+        for p in range(ints[l_ptr + k] + 1, ints[l_ptr + k + 1]):
+            s -= floats[l_val + p] * work[ints[l_idx + p]]
         work[k] = s
     for i in range(n):
-        b[i] = work[row_map[i]]
+        b[i] = work[ints[row_map + i]]
 
 
-@njit(cache=True)
-def sparse_lu_solve_blocks(
-    l_ptr, l_idx, l_val, u_ptr, u_idx, u_val, row_map, order, b, blocks, work
-):
+@njit(cache=True, inline="always")
+def sparse_lu_solve_blocks(ints, floats, b, blocks, work):
     """Solve ``A x_c = b_c`` in place for the ``blocks`` consecutive blocks of ``b``.
 
     The blocks are gathered into the columns of ``work`` (at least ``(n, blocks)``) so
     that the innermost loops run over the blocks with unit stride.
     """
-    n = order.size
-    if blocks == 1:
-        sparse_lu_solve(l_ptr, l_idx, l_val, u_ptr, u_idx, u_val, row_map, order, b, 0, work[:, 0])
-        return
+    n = ints[_N]
+    l_ptr, l_idx, u_ptr, u_idx = ints[_L_PTR], ints[_L_IDX], ints[_U_PTR], ints[_U_IDX]
+    row_map, order = ints[_ROW_MAP], ints[_ORDER]
+    l_val, u_val = ints[_L_VAL], ints[_U_VAL]
     for c in range(blocks):
         base = c * n
         for i in range(n):
-            work[row_map[i], c] = b[base + i]
+            work[ints[row_map + i], c] = b[base + i]
     for k in range(n):
-        for p in range(l_ptr[k] + 1, l_ptr[k + 1]):
-            m = l_val[p]
-            row = l_idx[p]
+        for p in range(ints[l_ptr + k] + 1, ints[l_ptr + k + 1]):
+            m = floats[l_val + p]
+            row = ints[l_idx + p]
             for c in range(blocks):
                 work[row, c] -= m * work[k, c]
     for k in range(n - 1, -1, -1):
-        last = u_ptr[k + 1] - 1
-        inverse = 1.0 / u_val[last]
+        last = ints[u_ptr + k + 1] - 1
+        inverse = 1.0 / floats[u_val + last]
         for c in range(blocks):
             work[k, c] *= inverse
-        for p in range(u_ptr[k], last):
-            m = u_val[p]
-            row = u_idx[p]
+        for p in range(ints[u_ptr + k], last):
+            m = floats[u_val + p]
+            row = ints[u_idx + p]
             for c in range(blocks):
                 work[row, c] -= m * work[k, c]
     for c in range(blocks):
         base = c * n
         for k in range(n):
-            b[base + order[k]] = work[k, c]
+            b[base + ints[order + k]] = work[k, c]
+
+
+@njit(cache=True)
+def sparse_factor_sizes(ints):
+    """``(nnz(L), nnz(U), capacity)`` of factorised storage (for reports and tests)."""
+    n = ints[_N]
+    return ints[ints[_L_PTR] + n], ints[ints[_U_PTR] + n], ints[_CAPACITY]
+
+
+@njit(cache=True)
+def sparse_factor_pivots(ints):
+    """The pivot position of each row of the reordered matrix (a copy)."""
+    n = ints[_N]
+    return ints[ints[_PINV] : ints[_PINV] + n].copy()

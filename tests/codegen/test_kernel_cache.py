@@ -166,14 +166,15 @@ def test_generated_source_keeps_no_user_names(tmp_path, monkeypatch):
     """Names of states and parameters never reach the generated source (only ``y[i]``,
     ``p[k]`` and the library's own locals)."""
     monkeypatch.setenv("PYMC_ODESENS_CACHE_DIR", str(tmp_path))
+    # an expression no other test uses: its kernels are generated here, into tmp_path
     system = OdeSystem(
-        lambda t, y, p: [-p.secret_rate * y.hidden_state],
+        lambda t, y, p: [-p.secret_rate * y.hidden_state + 0.7182818],
         states=["hidden_state"],
         params=["secret_rate"],
         name="named",
     )
     kernels = compile_kernels(system)
-    np.testing.assert_allclose(kernels.evaluate("rhs", 0.0, [2.0], [3.0]), [-6.0])
+    np.testing.assert_allclose(kernels.evaluate("rhs", 0.0, [2.0], [3.0]), [-6.0 + 0.7182818])
     sources = [p.read_text() for p in tmp_path.rglob("kernels_*.py")]
     assert sources
     assert not any("secret_rate" in s or "hidden_state" in s for s in sources)

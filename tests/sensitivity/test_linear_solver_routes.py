@@ -5,7 +5,8 @@ other order of operations), and so do the Newton iterates, which stop at a fract
 tolerance. Where the step sequence is the same, results must then agree far below the
 tolerance (:data:`SAME_STEPS_BOUND`); where such a difference tips one step's accept/reject
 decision the two runs are different but equally valid solutions, and must agree within the
-tolerance (:data:`OTHER_STEPS_BOUND`).
+tolerance (:data:`OTHER_STEPS_BOUND`). Chua's circuit is chaotic: there rounding-level
+differences grow along the trajectory whatever the steps, and the looser bound applies.
 """
 
 from __future__ import annotations
@@ -100,12 +101,16 @@ def run_routes(system, y0, times, params, t0, linear_solver, *, adjoint=True):
     return results
 
 
+CHAOTIC = {"chua"}
+
+
 def compare(system, y0, times, params, t0=0.0, adjoint=True) -> dict:
     dense = run_routes(system, y0, times, params, t0, "dense", adjoint=adjoint)
     sparse = run_routes(system, y0, times, params, t0, "sparse", adjoint=adjoint)
     for route, (value, stats) in dense.items():
         sparse_value, sparse_stats = sparse[route]
-        assert_same_result(sparse_value, value, same_steps(sparse_stats, stats), route)
+        same = same_steps(sparse_stats, stats) and system.name not in CHAOTIC
+        assert_same_result(sparse_value, value, same, route)
     return dense
 
 
@@ -160,16 +165,18 @@ def test_rotation_blocks_force_row_exchanges_in_the_sparse_factors():
     pivot off the diagonal, and its solution still agrees with the dense path."""
     from pymc_odesens.codegen import compile_kernels
     from pymc_odesens.solvers import newton_matrix as nm
+    from pymc_odesens.solvers.sparse_lu import sparse_factor_pivots
     from pymc_odesens.solvers.status import new_stats
 
     system, y0, params = random_sparse_system(200, 0.03, 2, rotation=1e4)
     kernels = compile_kernels(system)
     structure = nm.newton_structure(kernels, "sparse")
     values = kernels.evaluate("jac_y_values", 0.0, y0, params)
-    factor = nm.new_newton_factor(structure)
-    ok, factor = nm.factor_newton_matrix(structure, factor, values, 1.0, new_stats())
+    ints, floats = nm.new_newton_factor(structure)
+    ok, ints, floats = nm.factor_newton_matrix(structure, ints, floats, values, 1.0, new_stats())
     assert ok
-    assert np.any(factor[9] != np.arange(200))  # some rows pivoted away from their column
+    pivots = sparse_factor_pivots(ints)
+    assert np.any(pivots != np.arange(200))  # some rows pivoted away from their column
     controls = dict(method="bdf", relative_tolerance=RTOL, absolute_tolerance=ATOL)
     sparse = pos.solve(system, y0, [0.002], params, linear_solver="sparse", **controls)
     dense = pos.solve(system, y0, [0.002], params, linear_solver="dense", **controls)

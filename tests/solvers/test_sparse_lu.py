@@ -12,7 +12,11 @@ from pymc_odesens.solvers.sparse_lu import (
     FACTOR_SINGULAR,
     PIVOT_TOLERANCE,
     SparseLuPattern,
+    matrix_values,
     minimum_degree_ordering,
+    new_sparse_factor,
+    sparse_factor_pivots,
+    sparse_factor_sizes,
     sparse_lu_factor,
     sparse_lu_refactor,
     sparse_lu_solve,
@@ -28,60 +32,45 @@ class Factors:
         self.pattern = SparseLuPattern(n, rows, cols, diagonal=False)
         self.n = n
         capacity = capacity or 4 * self.pattern.fill_estimate + n
-        self.l_ptr = np.zeros(n + 1, np.int64)
-        self.u_ptr = np.zeros(n + 1, np.int64)
-        self.l_idx = np.zeros(capacity, np.int64)
-        self.u_idx = np.zeros(capacity, np.int64)
-        self.l_val = np.zeros(capacity)
-        self.u_val = np.zeros(capacity)
-        self.pinv = np.zeros(n, np.int64)
-        self.x = np.zeros(n)
-        self.work = [np.zeros(n, np.int64) for _ in range(4)]
-        self.row_map = np.zeros(n, np.int64)
+        self.ints, self.floats = new_sparse_factor(
+            n, capacity, self.pattern.order, self.pattern.inverse_order, self.pattern.nnz
+        )
 
     def values(self, entries):
         a_val = np.zeros(self.pattern.nnz)
         a_val[self.pattern.entry_position] = entries
         return a_val
 
-    def _arrays(self):
-        return (self.l_ptr, self.l_idx, self.l_val, self.u_ptr, self.u_idx, self.u_val)
-
     def factor(self, entries, tolerance=PIVOT_TOLERANCE):
         p = self.pattern
-        code = sparse_lu_factor(
-            self.n, p.a_ptr, p.a_idx, self.values(entries), tolerance,
-            *self._arrays(), self.pinv, self.x, *self.work,
-        )  # fmt: skip
-        self.row_map = self.pinv[p.inverse_order]
-        return code
+        return sparse_lu_factor(
+            p.a_ptr, p.a_idx, self.values(entries), tolerance, self.ints, self.floats
+        )
 
     def refactor(self, entries, tolerance=PIVOT_TOLERANCE):
         p = self.pattern
         return sparse_lu_refactor(
-            self.n, p.a_ptr, p.a_idx, self.values(entries), tolerance,
-            *self._arrays(), self.pinv, self.x,
-        )  # fmt: skip
+            p.a_ptr, p.a_idx, self.values(entries), tolerance, self.ints, self.floats
+        )
+
+    @property
+    def pivots(self):
+        return sparse_factor_pivots(self.ints)
 
     def solve(self, b):
         out = np.array(b, dtype=float)
-        sparse_lu_solve(*self._arrays(), self.row_map, self.pattern.order, out, 0, np.zeros(self.n))
+        sparse_lu_solve(self.ints, self.floats, out, 0, np.zeros(self.n))
         return out
 
     def solve_transpose(self, b):
         out = np.array(b, dtype=float)
-        sparse_lu_solve_transpose(
-            *self._arrays(), self.row_map, self.pattern.order, out, np.zeros(self.n)
-        )
+        sparse_lu_solve_transpose(self.ints, self.floats, out, np.zeros(self.n))
         return out
 
     def solve_blocks(self, b):
         out = np.ascontiguousarray(b, dtype=float).ravel().copy()
         blocks = b.shape[0]
-        sparse_lu_solve_blocks(
-            *self._arrays(), self.row_map, self.pattern.order, out, blocks,
-            np.zeros((self.n, blocks)),
-        )  # fmt: skip
+        sparse_lu_solve_blocks(self.ints, self.floats, out, blocks, np.zeros((self.n, blocks)))
         return out.reshape(b.shape)
 
 
@@ -145,7 +134,7 @@ def test_zero_diagonal_needs_row_exchanges():
     entries[np.isin(keys, np.arange(n) * n + perm)] += 5.0
     f = Factors(n, rows, cols)
     assert f.factor(entries) == FACTOR_OK
-    assert np.any(f.row_map != np.arange(n)[f.pattern.inverse_order])  # rows were exchanged
+    assert np.any(f.pivots != np.arange(n))  # rows were exchanged
     assert_solves(f, dense(n, rows, cols, entries), rng)
 
 
@@ -168,7 +157,7 @@ def test_tiny_diagonal_is_not_taken_as_pivot():
     # with diagonal pivots forced (tolerance 0 keeps the diagonal), the growth shows
     forced = Factors(n, rows, cols)
     assert forced.factor(entries, tolerance=0.0) == FACTOR_OK
-    assert np.abs(forced.u_val).max() > 1e13
+    assert np.abs(forced.floats).max() > 1e13
 
 
 def test_refactorisation_refuses_a_pivot_that_became_too_small():
@@ -204,7 +193,10 @@ def test_too_little_room_is_reported_not_overrun():
     entries = rng.normal(size=rows.size) + 3.0 * (rows == cols)
     small = Factors(n, rows, cols, capacity=n)
     assert small.factor(entries) == FACTOR_OUT_OF_SPACE
-    assert np.all(small.x == 0.0)  # work space left clean for the retry
+    _, _, capacity = sparse_factor_sizes(small.ints)
+    work = small.floats[2 * capacity : 2 * capacity + n]
+    assert np.all(work == 0.0)  # work space left clean for the retry
+    assert matrix_values(small.ints, small.floats).size == small.pattern.nnz
     assert Factors(n, rows, cols).factor(entries) == FACTOR_OK
 
 
