@@ -3,7 +3,7 @@
 Until models arrive through SBML import, this family stands in for pathway models of the
 PEtab benchmark collection: mass-action kinetics, uni- and bi-molecular reactions, many of
 them reversible, conserved moieties, a sparse Jacobian with a few non-zeros per row, and
-``P`` of order ``N / 2`` rate constants shared among the reactions. Everything is
+``P = max(8, N // 2)`` rate constants shared among the reactions. Everything is
 deterministic from ``(n_species, seed)``.
 
 Structure (``M = (N - 1) // 3`` phosphorylation modules, module ``m`` with species
@@ -103,7 +103,7 @@ def network_reactions(
     names, modules = _module_species(n_species)
     rng = np.random.default_rng(seed)
     index = {name: i for i, name in enumerate(names)}
-    n_params = max(4, n_species // 2)
+    n_params = max(len(_RANGES), n_species // 2)  # at least one constant per role
     # every rate constant has a role (so that one value suits every reaction using it);
     # the pool of each role is a share of the P constants
     roles = list(_RANGES)

@@ -16,7 +16,9 @@ structurally non-zero entries in the order of the model's sparsity pattern
 stored with the model's kernels); :data:`LINEAR_SOLVERS` are the values of the solver
 control ``linear_solver``, where ``"auto"`` takes the sparse path for systems of at least
 :data:`SPARSE_MIN_STATES` states whose Newton matrix has at most
-:data:`SPARSE_MAX_DENSITY` of its entries non-zero (measured: see docs/solvers.md).
+:data:`SPARSE_MAX_DENSITY` of its entries non-zero and whose factors (by the analysis'
+estimate) fill at most :data:`SPARSE_MAX_FILL` of ``N x N`` (measured by
+``benchmarks/bench_linear_solver.py``: see docs/solvers.md).
 
 Inside compiled code the factors live in two flat arrays (:func:`new_newton_factor`):
 compiled code passes them instead of a dozen arrays, whose reference counting numba would
@@ -62,6 +64,7 @@ __all__ = [
     "LINEAR_SOLVERS",
     "SPARSE",
     "SPARSE_MAX_DENSITY",
+    "SPARSE_MAX_FILL",
     "SPARSE_MIN_STATES",
     "choose_linear_solver",
     "dense_structure",
@@ -77,25 +80,33 @@ __all__ = [
 
 DENSE = 0
 SPARSE = 1
-SPARSE_MIN_STATES = 40
-"""``linear_solver="auto"`` stays dense below this many states."""
-SPARSE_MAX_DENSITY = 0.2
-"""``linear_solver="auto"`` stays dense when more than this fraction of ``I - c J`` is
-structurally non-zero."""
+SPARSE_MIN_STATES = 20
+"""``linear_solver="auto"`` stays dense below this many states (measured: the two paths
+cost the same at N = 16, the sparse one 1.2x less at N = 24 on the mass-action networks)."""
+SPARSE_MAX_DENSITY = 0.3
+"""``linear_solver="auto"`` stays dense, without analysing the pattern, when more than this
+fraction of ``I - c J`` is structurally non-zero."""
+SPARSE_MAX_FILL = 0.4
+"""``linear_solver="auto"`` stays dense when the factors would fill more than this fraction
+of ``N x N`` (measured: the sparse path wins up to a fill of about 0.5, loses from 0.6)."""
 
 # the structure: a header, then sections (offsets in the header)
-_KIND, _N, _NNZ, _CAPACITY = range(4)
-_OFFSETS = 4
+STRUCTURE_VERSION = 2
+"""Layout of the structure array; stored structures of another layout are not read."""
+_KIND, _N, _NNZ, _CAPACITY, _FILL = range(5)
+_OFFSETS = 5
 _ROWS, _COLS, _A_PTR, _A_IDX, _ENTRY, _DIAGONAL, _ORDER, _INVERSE = range(8)
 _SECTIONS = 8
 _HEADER = _OFFSETS + _SECTIONS + 1
 
 
-def _pack(kind: int, n: int, rows, cols, sections: list, capacity: int) -> np.ndarray:
+def _pack(kind: int, n: int, rows, cols, sections: list, fill: int) -> np.ndarray:
     parts = [np.asarray(rows, np.int64), np.asarray(cols, np.int64), *sections]
     parts += [np.zeros(0, np.int64)] * (_SECTIONS - len(parts))
     header = np.zeros(_HEADER, dtype=np.int64)
-    header[_KIND], header[_N], header[_NNZ], header[_CAPACITY] = kind, n, len(rows), capacity
+    header[_KIND], header[_N], header[_NNZ] = kind, n, len(rows)
+    header[_FILL] = fill  # estimated nnz(L) + nnz(U); twice that is the first room for them
+    header[_CAPACITY] = 2 * fill + n
     offset = _HEADER
     for k, part in enumerate(parts):
         header[_OFFSETS + k] = offset
@@ -106,7 +117,7 @@ def _pack(kind: int, n: int, rows, cols, sections: list, capacity: int) -> np.nd
 
 def dense_structure(n: int, rows, cols) -> np.ndarray:
     """The structure of a dense Newton matrix for Jacobian entries at ``(rows, cols)``."""
-    return _pack(DENSE, n, rows, cols, [], 0)
+    return _pack(DENSE, n, rows, cols, [], n * n)
 
 
 def _sparse_structure(n: int, rows, cols, pattern: SparseLuPattern) -> np.ndarray:
@@ -118,7 +129,7 @@ def _sparse_structure(n: int, rows, cols, pattern: SparseLuPattern) -> np.ndarra
         pattern.order,
         pattern.inverse_order,
     ]
-    return _pack(SPARSE, n, rows, cols, sections, 2 * pattern.fill_estimate + n)
+    return _pack(SPARSE, n, rows, cols, sections, pattern.fill_estimate)
 
 
 def structure_kind(structure: np.ndarray) -> str:
@@ -132,13 +143,26 @@ def structure_size(structure):
     return structure[_NNZ]
 
 
-def choose_linear_solver(choice: str, n: int, nnz: int) -> str:
-    """``"dense"`` or ``"sparse"`` for the control ``choice`` and a Jacobian with ``nnz``
-    structural non-zeros (the diagonal of ``I - c J`` counts as non-zero)."""
+def choose_linear_solver(choice: str, n: int, nnz: int, fill: int | None = None) -> str:
+    """``"dense"`` or ``"sparse"`` for the control ``choice``.
+
+    Parameters
+    ----------
+    choice : {"auto", "dense", "sparse"}
+    n : int
+        Size of the Newton matrix.
+    nnz : int
+        Structural non-zeros of the Jacobian.
+    fill : int, optional
+        ``nnz(L) + nnz(U)`` estimated by the sparse analysis; without it ``"auto"`` judges
+        by size and density alone.
+    """
     choice = check_linear_solver(choice)
     if choice != "auto":
         return choice
     if n < SPARSE_MIN_STATES or nnz + n > SPARSE_MAX_DENSITY * n * n:
+        return "dense"
+    if fill is not None and fill > SPARSE_MAX_FILL * n * n:
         return "dense"
     return "sparse"
 
@@ -164,16 +188,15 @@ def newton_structure(kernels, linear_solver: str, *, transposed: bool = False) -
     if transposed:
         rows, cols = cols, rows
     n = kernels.n_states
-    kind = choose_linear_solver(linear_solver, n, rows.size)
     memo = kernels.__dict__.setdefault("_newton_structures", {})
-    key = (kind, transposed)
+    key = (linear_solver, transposed)
     structure = memo.get(key)
     if structure is not None:
         return structure
-    if kind == "dense":
-        structure = dense_structure(n, rows, cols)
-    else:
-        path = artefact_path(kernels.key, ".newton_T.npy" if transposed else ".newton.npy")
+    kind = choose_linear_solver(linear_solver, n, rows.size)
+    if kind == "sparse":
+        suffix = f".newton{'_T' if transposed else ''}.v{STRUCTURE_VERSION}.npy"
+        path = artefact_path(kernels.key, suffix)
         with GENERATION_LOCK:
             if path.exists():
                 structure = np.load(path)
@@ -182,6 +205,9 @@ def newton_structure(kernels, linear_solver: str, *, transposed: bool = False) -
                 buffer = io.BytesIO()
                 np.save(buffer, structure)
                 write_atomically(path, buffer.getvalue())
+        kind = choose_linear_solver(linear_solver, n, rows.size, int(structure[_FILL]))
+    if kind == "dense":
+        structure = dense_structure(n, rows, cols)
     memo[key] = structure
     return structure
 

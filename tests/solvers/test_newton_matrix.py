@@ -92,11 +92,13 @@ def test_singular_newton_matrix_is_reported_on_both_paths():
         assert not ok
 
 
-def test_auto_choice_by_size_and_density():
+def test_auto_choice_by_size_density_and_fill():
     small = nm.SPARSE_MIN_STATES - 1
     assert nm.choose_linear_solver("auto", small, small) == "dense"
     big = 10 * nm.SPARSE_MIN_STATES
     assert nm.choose_linear_solver("auto", big, 4 * big) == "sparse"
+    assert nm.choose_linear_solver("auto", big, 4 * big, fill=10 * big) == "sparse"
+    assert nm.choose_linear_solver("auto", big, 4 * big, fill=big * big // 2) == "dense"
     assert nm.choose_linear_solver("auto", big, big * big // 2) == "dense"
     assert nm.choose_linear_solver("sparse", 2, 4) == "sparse"
     assert nm.choose_linear_solver("dense", big, 4 * big) == "dense"
