@@ -28,6 +28,8 @@ Usage::
 
     python benchmarks/bench_large.py                       # N = 50,100,200,500,1000 with AMICI
     python benchmarks/bench_large.py --sizes 50,100 --no-amici --quick
+    python benchmarks/bench_large.py --sizes 500 --add     # add N = 500 to the last results
+    python benchmarks/bench_large.py --report              # the tables of the last results
 
 Results: ``benchmarks/results/bench_large.json``.
 """
@@ -244,6 +246,14 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--report", action="store_true", help="print the tables of the last results file"
     )
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the other sizes of the last results file (these sizes replace theirs)",
+    )
+    parser.add_argument(
+        "--amici-max", type=int, default=1000, help="largest N run with AMICI (its build grows)"
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -269,9 +279,16 @@ def main(argv=None) -> None:
     repeats = 3 if args.quick else 10
     load_start = report_load("at start")
     results = {"sizes": sizes, "rtol": RTOL, "atol": ATOL, "n_times": N_TIMES, "networks": {}}
+    if args.add:
+        from common import RESULTS_DIR
+
+        previous = json.loads((RESULTS_DIR / "bench_large.json").read_text())
+        results["networks"] = {k: v for k, v in previous["networks"].items() if int(k) not in sizes}
+        results["sizes"] = sorted({*sizes, *map(int, results["networks"])})
     for n in sizes:
         progress(f"N = {n}: first use (cold and warm processes)")
-        entry: dict = {"first_use": first_use(n, args.stage_timeout)}
+        entry: dict = {"load_average_start": report_load(f"N = {n}")}
+        entry["first_use"] = first_use(n, args.stage_timeout)
         system = mass_action_network(n)
         entry["n_params"] = system.n_params
         entry["factor"] = factor_size(system)
@@ -289,7 +306,7 @@ def main(argv=None) -> None:
                     entry["sparse"]["adjoint"]["gradient"], entry["dense"]["adjoint"]["gradient"]
                 ),
             }
-        if not args.no_amici:
+        if not args.no_amici and n <= args.amici_max:
             progress(f"N = {n}: AMICI (a first run builds the model)")
             entry["amici"] = amici(n, repeats, args.amici_timeout)
             _compare_with_amici(entry)
@@ -298,6 +315,7 @@ def main(argv=None) -> None:
                 mode.pop("y", None)
                 mode.pop("S", None)
         results["networks"][str(n)] = entry
+        results["networks"] = dict(sorted(results["networks"].items(), key=lambda kv: int(kv[0])))
         _tables(results)
         write_results("bench_large", {**results, "load_average_start": load_start})
     results["load_average_end"] = report_load("at end")

@@ -4,8 +4,10 @@ Define a system once with :class:`OdeSystem` (sympy derives its exact
 Jacobians, numba compiles them) and integrate it with :func:`solve`, using
 Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
-PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, PyMC tensors by
-:func:`ode_solution`, events by :class:`ImplicitEvent` and :class:`ExplicitEvent`.
+PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
+sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
+a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, events by
+:class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
 import pymc and pytensor, which takes seconds; they are loaded when first used, so
@@ -15,18 +17,26 @@ import pymc and pytensor, which takes seconds; they are loaded when first used, 
 from importlib import import_module
 
 from pymc_odesens import math
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
     FisherInformationResult,
     SensitivityResult,
+    SteadyStateError,
+    SteadyStateGradient,
+    SteadyStateNotReachedError,
+    SteadyStateResult,
+    SteadyStateSingularError,
     adjoint_forward,
     adjoint_gradient,
     fisher_information,
     solve_sensitivity,
+    steady_state,
 )
 from pymc_odesens.solvers import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -49,6 +59,8 @@ _LAZY = {
     "fisher_information_tensor": "pymc_odesens.pymc",
     "ode_solution": "pymc_odesens.pymc",
     "reset_failure_counts": "pymc_odesens.pymc",
+    "Preequilibration": "pymc_odesens.pymc",
+    "steady_state_solution": "pymc_odesens.pymc",
 }
 _LAZY_MODULES = ("stan", "pymc")
 
@@ -72,7 +84,10 @@ __all__ = [
     "OdeSystem",
     "ImplicitEvent",
     "ExplicitEvent",
+    "TriggerEvent",
     "ode_solution",
+    "steady_state_solution",
+    "Preequilibration",
     "choose_sensitivity_route",
     "failure_counts",
     "failure_summary",
@@ -83,6 +98,12 @@ __all__ = [
     "solve",
     "solve_sensitivity",
     "SensitivityResult",
+    "steady_state",
+    "SteadyStateResult",
+    "SteadyStateGradient",
+    "SteadyStateError",
+    "SteadyStateNotReachedError",
+    "SteadyStateSingularError",
     "adjoint_gradient",
     "adjoint_forward",
     "AdjointGradient",
@@ -98,6 +119,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
 ]
 __version__ = "0.1.0"

@@ -77,14 +77,11 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.variable import TensorVariable
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.symbol_vector import make_symbols
+from pymc_odesens.model.tracing import symbolic_misuse_hint
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ode_solution import ode_solution
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers.controls import resolve_controls
@@ -323,11 +320,17 @@ def _trace(f: Callable, n_states: int, layouts: Sequence[_ArgLayout]) -> OdeSyst
     try:
         out = f(t, y, *_presented(layouts, p_symbols))
     except Exception as err:
+        hint = symbolic_misuse_hint(err) if isinstance(err, TypeError) else None
         message = (
             f"while tracing {name}(t, y, *args): {type(err).__name__}: {err}. "
             "f is called once with sympy symbols for t, y and every real-valued argument: "
-            "use arithmetic and pymc_odesens.math (exp, log, where, ...) on them, not Python "
-            "control flow, `math` or numpy functions; integer arguments arrive as numbers"
+            + (
+                hint
+                if hint is not None
+                else "use arithmetic and pymc_odesens.math (exp, log, where, ...) on them, "
+                "not Python control flow, `math` or numpy functions"
+            )
+            + "; integer arguments arrive as numbers"
         )
         try:
             wrapped = type(err)(message)

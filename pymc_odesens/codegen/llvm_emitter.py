@@ -18,9 +18,10 @@ Values are float64, int64 or booleans; a name's type is that of its first assign
   either, ``if``/``elif``/``else``, ``for name in range(start, stop[, step])`` (constant
   step), ``return`` (no value), ``pass``;
 - expressions: float and int literals, ``True``/``False``, names, ``pointer[index]``,
-  ``+ - * / ** %``, unary ``-``, comparisons (also chained), ``and``/``or``/``not``
-  (both sides are evaluated: they are pure), ``a if c else b`` (a ``select``: both
-  branches are evaluated and one is kept), ``abs``, ``min``, ``max``, ``int`` (truncation),
+  ``+ - * / ** %``, unary ``-``, comparisons (also chained; two conditions compare with
+  ``==`` / ``!=``, the latter an exclusive or), ``and``/``or``/``not`` (both sides are
+  evaluated: they are pure), ``a if c else b`` (a ``select``: both branches are evaluated
+  and one is kept), ``abs``, ``min``, ``max``, ``int`` (truncation),
   ``float``, the functions of Python's ``math`` module that sympy's printer emits, and
   ``math.pi``, ``math.e``, ``math.inf``;
 - builtins of the language: ``pointer_offset(pointer, k)`` (the pointer ``k`` float64s
@@ -473,9 +474,13 @@ class _Analysis(ast.NodeVisitor):
                 raise _refuse(e, "unary minus of a non-number")
             return operand
         if isinstance(e, ast.Compare):
-            for operand in (e.left, *e.comparators):
-                if self.expression(operand) not in (_F, _I):
-                    raise _refuse(e, "comparisons of numbers")
+            operands = [self.expression(operand) for operand in (e.left, *e.comparators)]
+            if all(type_ == _B for type_ in operands):
+                if any(type(op) not in (ast.Eq, ast.NotEq) for op in e.ops):
+                    raise _refuse(e, "conditions are compared with == and != only")
+                return _B
+            if any(type_ not in (_F, _I) for type_ in operands):
+                raise _refuse(e, "comparisons of numbers, or == / != of two conditions")
             for op in e.ops:
                 if type(op) not in _FLOAT_CMP:
                     raise _refuse(e, f"comparison {type(op).__name__}")
@@ -891,7 +896,11 @@ class _Emitter:
             left = self._expression(e.left)
             for op, comparator in zip(e.ops, e.comparators):
                 right = self._expression(comparator)
-                if left[0] == right[0] == _I:
+                if left[0] == right[0] == _B:
+                    test = self.fn.instruction(
+                        f"icmp {_INT_CMP[type(op)]} i1 {left[1]}, {right[1]}"
+                    )
+                elif left[0] == right[0] == _I:
                     test = self.fn.instruction(
                         f"icmp {_INT_CMP[type(op)]} i64 {left[1]}, {right[1]}"
                     )

@@ -10,15 +10,22 @@ from os import PathLike
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.model.conservation import (
+    ConservationLaws,
+    find_conservation_laws,
+    validate_stoichiometry,
+)
 from pymc_odesens.model.derivatives import (
     jacobian_vector_product,
     jacobian_wrt_params,
     jacobian_wrt_states,
     vector_jacobian_product,
 )
+from pymc_odesens.model.event_atoms import event_atoms
 from pymc_odesens.model.events import resolve_events
 from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
+from pymc_odesens.model.tracing import traced
 
 __all__ = ["OdeSystem"]
 
@@ -91,10 +98,11 @@ class OdeSystem:
         ``initial_state(p)`` returning N expressions in the parameters: the
         initial state ``y0(p)``. Solves then need no ``y0`` and forward
         sensitivities start from ``S(t0) = dy0/dp``.
-    events : sequence of ImplicitEvent or ExplicitEvent, optional
-        Discontinuities of the trajectory: explicit events at given times and
-        implicit events where a condition crosses zero, each mapping the state
-        before it to the state after it (see :mod:`pymc_odesens.model.events`).
+    events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent, optional
+        Discontinuities of the trajectory: explicit events at given times,
+        implicit events where a condition crosses zero and trigger events where a
+        boolean trigger becomes true, each mapping the state before it to the
+        state after it (see :mod:`pymc_odesens.model.events`).
         Solvers locate them, and sensitivities and adjoint gradients include
         how the event times move with the parameters.
 
@@ -147,10 +155,7 @@ class OdeSystem:
         t = time_symbol()
         y_vec = SymbolVector("y", state_names, make_symbols(state_names), growable=n is None)
         p_vec = SymbolVector("p", param_names, make_symbols(param_names), growable=p is None)
-        try:
-            out = rhs(t, y_vec, p_vec)
-        except (IndexError, KeyError, AttributeError) as err:
-            raise type(err)(f"while tracing rhs: {str(err)}") from err
+        out = traced(rhs, (t, y_vec, p_vec), "rhs")
         if isinstance(out, (sp.MatrixBase, np.ndarray)):
             out = list(out)
         if not isinstance(out, Sequence) or isinstance(out, str):
@@ -253,6 +258,11 @@ class OdeSystem:
                 f"rhs returned {len(expressions)} expressions but the system has {n} states "
                 f"({', '.join(self.states)})"
             )
+        if n == 0:
+            raise ValueError(
+                f"system {self.name!r} has no states (rhs returned no expressions): an ODE "
+                "system needs at least one state"
+            )
         allowed = {t, *self.state_symbols, *self.param_symbols}
         cleaned = []
         for i, raw in enumerate(expressions):
@@ -288,18 +298,60 @@ class OdeSystem:
         self.events = ()
         self.source = None
         self.initial_state_expressions = None
+        self._stoichiometry = None
 
     def set_events(self, events: Sequence) -> None:
         """Declare the system's events (replacing any declared before).
 
         Parameters
         ----------
-        events : sequence of ImplicitEvent or ExplicitEvent
+        events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent
             See :mod:`pymc_odesens.model.events`.
         """
         self.events = resolve_events(self, events)
         self.__dict__.pop("fingerprint", None)
         self.__dict__.pop("_compiled_kernels", None)
+        self.__dict__.pop("event_atoms", None)
+
+    @cached_property
+    def event_atoms(self):
+        """The relational atoms of the events' conditions and triggers, their schedule and
+        cause classes (:class:`~pymc_odesens.model.event_atoms.EventAtoms`)."""
+        return event_atoms(self)
+
+    @property
+    def stoichiometry(self) -> sp.Matrix | None:
+        """The stoichiometric matrix (N states x R reactions), or None.
+
+        When set, the right-hand side is ``f = stoichiometry @ v(t, y, p)`` for some
+        reaction rates ``v`` (a model importer that knows the reactions sets it), and
+        :attr:`conservation_laws` are read from it. Entries must be numbers (int, float or
+        rational; floats are taken at their exact binary value); fold symbolic factors such
+        as compartment volumes into the rates. Stored as an exact sympy matrix.
+        """
+        return self.__dict__.get("_stoichiometry")
+
+    @stoichiometry.setter
+    def stoichiometry(self, value) -> None:
+        self._stoichiometry = validate_stoichiometry(value, self.n_states)
+        self.__dict__.pop("conservation_laws", None)
+
+    @cached_property
+    def conservation_laws(self) -> ConservationLaws:
+        """The linear conservation laws ``C y = const`` (:mod:`pymc_odesens.model.conservation`).
+
+        Found exactly from :attr:`stoichiometry` when set, else from the structure of the
+        right-hand side; computed once.
+        """
+        return find_conservation_laws(
+            self.rhs_expressions,
+            self.t,
+            self.state_symbols,
+            self.param_symbols,
+            self.states,
+            self.J_y,
+            self.stoichiometry,
+        )
 
     @property
     def implicit_events(self) -> tuple:
@@ -310,6 +362,11 @@ class OdeSystem:
     def explicit_events(self) -> tuple:
         """The explicit events, in declaration order."""
         return tuple(e for e in self.events if e.kind == "explicit")
+
+    @property
+    def trigger_events(self) -> tuple:
+        """The trigger events, in declaration order."""
+        return tuple(e for e in self.events if e.kind == "trigger")
 
     def set_initial_state(self, initial_state) -> None:
         """Declare the initial state as expressions of the parameters, ``y0(p)``.
@@ -323,10 +380,7 @@ class OdeSystem:
         """
         if callable(initial_state):
             p_vec = SymbolVector("p", self.params, self.param_symbols)
-            try:
-                values = initial_state(p_vec)
-            except (IndexError, KeyError, AttributeError) as err:
-                raise type(err)(f"while tracing initial_state: {str(err)}") from err
+            values = traced(initial_state, (p_vec,), "initial_state")
         else:
             values = initial_state
         if isinstance(values, (sp.MatrixBase, np.ndarray)):

@@ -1,6 +1,9 @@
 """Layer 5: PyTensor Ops and PyMC-facing functions."""
 
-from pymc_odesens.pymc import numba_dispatch  # noqa: F401  (registers the numba Ops)
+from pymc_odesens.pymc import (
+    numba_dispatch,  # noqa: F401  (registers the numba Ops)
+    steady_state_numba,  # noqa: F401  (and those of steady states)
+)
 from pymc_odesens.pymc.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -14,9 +17,12 @@ from pymc_odesens.pymc.ode_solution import (
     ode_solution,
 )
 from pymc_odesens.pymc.smmala import SMMALA
+from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
 
 __all__ = [
     "ode_solution",
+    "steady_state_solution",
+    "Preequilibration",
     "choose_sensitivity_route",
     "SENSITIVITY_ROUTES",
     "OdeSolverFailureWarning",

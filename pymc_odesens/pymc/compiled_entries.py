@@ -43,13 +43,17 @@ def integrate_hybrid_entry(
     jac,
     newton,
     conditions,
+    rates,
+    triggers,
+    priorities,
     jump,
-    implicit_index,
+    time_sensitivity,
     directions,
+    table,
+    cause_table,
     stop_times,
-    stop_event,
+    stop_owner,
     stop_slot,
-    terminal,
     t0,
     z0,
     p,
@@ -84,13 +88,17 @@ def integrate_hybrid_entry(
         jac,
         newton,
         conditions,
+        rates,
+        triggers,
+        priorities,
         jump,
-        implicit_index,
+        time_sensitivity,
         directions,
+        table,
+        cause_table,
         stop_times,
-        stop_event,
+        stop_owner,
         stop_slot,
-        terminal,
         t0,
         z0,
         p,
@@ -122,11 +130,11 @@ def integrate_hybrid_entry(
 
 @cfunc(EXPLICIT_SCHEDULE_SIGNATURE, cache=True)
 def explicit_schedule_entry(
-    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
 ):
     """:func:`pymc_odesens.solvers.hybrid.explicit_schedule` behind a C address."""
     return explicit_schedule(
-        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
     )
 
 
@@ -154,6 +162,7 @@ def backward_pass_entry(
     max_num_steps,
     buffer,
     event_adjoint_jump,
+    event_time_gradient,
     event_t,
     event_index,
     event_slot,
@@ -188,6 +197,7 @@ def backward_pass_entry(
         max_num_steps,
         buffer,
         event_adjoint_jump,
+        event_time_gradient,
         event_t,
         event_index,
         event_slot,
@@ -217,6 +227,7 @@ def discrete_adjoint_entry(
     rtol,
     atol,
     adjoint_jump,
+    time_gradient,
     ev_t,
     ev_index,
     ev_slot,
@@ -244,6 +255,7 @@ def discrete_adjoint_entry(
         rtol,
         atol,
         adjoint_jump,
+        time_gradient,
         ev_t,
         ev_index,
         ev_slot,

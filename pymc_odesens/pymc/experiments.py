@@ -7,7 +7,9 @@ compiled solvers release the GIL, so experiments run concurrently.
 A failed solve either raises (``on_failure="raise"``) or is recorded
 (:mod:`pymc_odesens.pymc.failures`) and marked in the ``failed`` flags, with
 finite placeholder values (the initial state repeated, zero sensitivities and
-gradients) so that no NaN reaches a sampler.
+gradients) so that no NaN reaches a sampler. A gradient pass that fails after a
+successful solve is marked in its own flags (``backward_failed``), which reject
+the proposal as well (:mod:`pymc_odesens.pymc.rejection`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.sensitivity.forward import forward_sensitivities
 from pymc_odesens.solvers import OdeSolverError, solve
-from pymc_odesens.solvers.integrate import EventLog
+from pymc_odesens.solvers.integrate import EventRecord
 from pymc_odesens.solvers.solve import prepare_problem
 
 __all__ = [
@@ -121,10 +123,18 @@ def _placeholder_state(spec: OdeSpec, y0, experiment: int) -> np.ndarray:
     return np.asarray(y0[experiment], dtype=float)
 
 
-def _handle(spec: OdeSpec, error: OdeSolverError, experiment: int) -> None:
+def _handle(
+    spec: OdeSpec, error: OdeSolverError, experiment: int, phase: str | None = None
+) -> None:
     if spec.on_failure == "raise":
         raise error
-    record_failure(error, spec.label(experiment))
+    record_failure(error, spec.label(experiment), phase)
+
+
+def gradient_phase(error: OdeSolverError) -> str:
+    """The phase of a gradient pass an error came from, from its solver label
+    (``"adjoint backward solve (bdf)"`` -> ``"adjoint backward solve"``)."""
+    return error.method.split(" (")[0]
 
 
 def solve_states(spec: OdeSpec, y0, params) -> tuple[np.ndarray, np.ndarray]:
@@ -228,11 +238,13 @@ def _adjoint_forward_each(spec: OdeSpec, y0, params) -> tuple[np.ndarray, list, 
 
 def _backward_each(spec: OdeSpec, y0, params, failed, cotangent, checkpoints_of):
     """``checkpoints_of(e, problem, controls).backward(cotangent[e])`` for every experiment
-    whose forward solve succeeded: ``(dL/dy0 (E, N), dL/dp (E, P))``, zero elsewhere."""
+    whose forward solve succeeded: ``(dL/dy0 (E, N), dL/dp (E, P), backward_failed (E,))``;
+    zero gradients where the solve or the backward pass failed (flagged)."""
     system = spec.system
     n_e = spec.n_experiments
     grad_y0 = np.zeros((n_e, system.n_states))
     grad_p = np.zeros((n_e, system.n_params))
+    backward_failed = np.zeros(n_e, dtype=np.int8)
     controls = resolve_adjoint_controls(system.n_states, **spec.controls)
 
     def run(e):
@@ -252,27 +264,35 @@ def _backward_each(spec: OdeSpec, y0, params, failed, cotangent, checkpoints_of)
         try:
             gradient = checkpoints_of(e, problem, controls).backward(cotangent[e])
         except OdeSolverError as error:
-            _handle(spec, error, e)
+            _handle(spec, error, e, gradient_phase(error))
+            backward_failed[e] = 1
             return
         grad_y0[e] = gradient.y0
         grad_p[e] = gradient.params
 
     _map(run, n_e)
-    return grad_y0, grad_p
+    return grad_y0, grad_p, backward_failed
 
 
 def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
-    """The checkpoints and event logs of the forward phases, padded into arrays."""
+    """The checkpoints and event logs of the forward phases, padded into arrays.
+
+    ``counts`` (E, 2) holds the number of checkpoints and of forward steps (which
+    bounds the re-integration buffer of the backward pass).
+    """
     n_e, n = spec.n_experiments, spec.system.n_states
-    counts = np.array([0 if h is None else h.checkpoint_times.size for h in handles], np.int64)
-    width = max(1, int(counts.max()))
+    counts = np.array(
+        [(0, 0) if h is None else (h.checkpoint_times.size, h.stats["n_steps"]) for h in handles],
+        np.int64,
+    ).reshape(n_e, 2)
+    width = max(1, int(counts[:, 0].max()))
     ckpt_t = np.full((n_e, width), np.nan)
     ckpt_y = np.zeros((n_e, width, n))
     for e, h in enumerate(handles):
         if h is not None:
-            ckpt_t[e, : counts[e]] = h.checkpoint_times
-            ckpt_y[e, : counts[e]] = h.checkpoint_states
-    logs = [None if h is None else h.events for h in handles]
+            ckpt_t[e, : counts[e, 0]] = h.checkpoint_times
+            ckpt_y[e, : counts[e, 0]] = h.checkpoint_states
+    logs = [None if h is None else h.event_record for h in handles]
     ev_counts = np.array([0 if log is None else log.times.size for log in logs], np.int64)
     k = max(1, int(ev_counts.max()))
     ev_t = np.full((n_e, k), np.nan)
@@ -284,7 +304,7 @@ def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
             ev_t[e, :m] = log.times
             ev_id[e, :m, 0] = log.index
             ev_id[e, :m, 1] = log.slot
-            ev_y[e, :m] = log.before
+            ev_y[e, :m] = log.states
     return ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts
 
 
@@ -295,20 +315,20 @@ def _checkpoints_from_arrays(spec: OdeSpec, arrays, e: int, problem, controls):
     return AdjointCheckpoints(
         t=problem.times,
         y=None,
-        checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e]]),
-        checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e]]),
+        checkpoint_times=np.ascontiguousarray(ckpt_t[e, : counts[e, 0]]),
+        checkpoint_states=np.ascontiguousarray(ckpt_y[e, : counts[e, 0]]),
         controls=controls,
-        # the forward pass took at most this many steps (sizes the re-integration buffer)
-        stats={"n_steps": controls.num_steps_between_checkpoints * int(counts[e])},
+        # the forward pass's steps size the re-integration buffer (not the control
+        # num_steps_between_checkpoints, which may be 10**9 for "no checkpoints")
+        stats={"n_steps": int(counts[e, 1])},
         problem=problem,
-        events=None
+        event_record=None
         if not system.events
-        else EventLog(
+        else EventRecord(
             times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
             index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
             slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
-            before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
-            names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
+            states=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
         ),
     )
 
@@ -317,7 +337,8 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
     """Forward phase of the adjoint.
 
     Returns ``y`` (E, T, N), the checkpoint times (E, C) and states (E, C, N)
-    (padded: C is the largest count), the counts (E,), the event log (times
+    (padded: C is the largest count), the counts of checkpoints and forward steps
+    (E, 2), the event log (times
     (E, K), event index and time position (E, K, 2), states before the events
     (E, K, N), counts (E,); K is at least 1) and ``failed`` (E,) int8.
     """
@@ -327,12 +348,13 @@ def solve_adjoint_forward(spec: OdeSpec, y0, params):
 
 def adjoint_vjp(
     spec: OdeSpec, y0, params, forward_outputs, failed, cotangent
-) -> tuple[np.ndarray, np.ndarray]:
-    """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P))`` for ``cotangent`` (E, T, N).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Backward phase: ``(dL/dy0 (E, N), dL/dp (E, P), backward_failed (E,))`` for
+    ``cotangent`` (E, T, N).
 
     ``forward_outputs`` are the checkpoint and event arrays of
     :func:`solve_adjoint_forward` (everything between ``y`` and ``failed``);
-    experiments whose forward solve failed get zero gradients.
+    experiments whose forward solve or backward pass failed get zero gradients.
     """
 
     def checkpoints_of(e, problem, controls):
@@ -367,7 +389,7 @@ def solve_discrete_adjoint_forward(spec: OdeSpec, y0, params):
 
 def discrete_adjoint_vjp(
     spec: OdeSpec, y0, params, forward_outputs, failed, cotangent
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Backward phase of the discrete adjoint, from the arrays of
     :func:`solve_discrete_adjoint_forward` (between ``y`` and ``failed``)."""
     arrays, (logs, snapshots, counts) = forward_outputs[:-3], forward_outputs[-3:]

@@ -6,6 +6,12 @@ process is announced with a warning naming the exception; later ones are
 only counted, and the total is printed once when the process ends (also in
 the worker processes of ``pm.sample(cores=...)``, whose ``atexit`` hooks do
 not run: a multiprocessing finaliser covers them).
+
+Failures of the solve itself are counted under the exception's class name
+(``"MaxNumStepsError"``); failures while computing a gradient after a
+successful solve under the class name and the phase (``"MaxNumStepsError in
+the adjoint backward solve"``, ``"... in the adjoint re-integration"``, ``"... in the
+discrete adjoint replay"``).
 """
 
 from __future__ import annotations
@@ -37,9 +43,20 @@ _first_messages: dict[str, str] = {}
 _state = {"warned": False, "reported": False}
 
 
-def record_failure(error: Exception, where: str) -> None:
-    """Count ``error`` (raised while solving ``where``); warn on the first one."""
+def failure_key(error: Exception, phase: str | None = None) -> str:
+    """The name ``error`` is counted under: its class, and the gradient ``phase`` if any."""
     name = type(error).__name__
+    return name if phase is None else f"{name} in the {phase}"
+
+
+def record_failure(error: Exception, where: str, phase: str | None = None) -> None:
+    """Count ``error`` (raised while solving ``where``); warn on the first one.
+
+    ``phase`` names the gradient computation that failed after a successful solve
+    (``"adjoint backward solve"``, ``"adjoint re-integration"``, ``"discrete adjoint
+    replay"``); None for the solve itself.
+    """
+    name = failure_key(error, phase)
     with _lock:
         _counts[name] += 1
         _first_messages.setdefault(name, str(error))
@@ -57,7 +74,13 @@ def record_failure(error: Exception, where: str) -> None:
 
 
 def failure_counts() -> dict[str, int]:
-    """Number of solver failures in this process, by exception class."""
+    """Number of solver failures in this process, by exception class (and gradient phase).
+
+    Keys are class names (``"NonFiniteRhsError"``) for failed solves and
+    ``"<class> in the <phase>"`` for a gradient computation that failed after the solve
+    (``"MaxNumStepsError in the adjoint backward solve"``); every one was a rejected
+    proposal.
+    """
     with _lock:
         return dict(_counts)
 

@@ -44,17 +44,25 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+from pymc_odesens.sensitivity.event_adjoint import frozen_time
+from pymc_odesens.sensitivity.forward import component_names
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
 from pymc_odesens.solvers.integrate import newton_jacobian
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
-__all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD"]
+__all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD", "PHASE_DISCRETE_REPLAY"]
 
 PHASE_SOLVE = 0
 PHASE_REINTEGRATION = 1
 PHASE_BACKWARD = 2
+PHASE_DISCRETE_REPLAY = 3
+_PHASE_NAMES = {
+    PHASE_REINTEGRATION: "adjoint re-integration",
+    PHASE_BACKWARD: "adjoint backward solve",
+    PHASE_DISCRETE_REPLAY: "discrete adjoint replay",
+}
 
 _specs: dict[int, OdeSpec] = {}
 _specs_lock = threading.Lock()
@@ -71,15 +79,23 @@ def _on_failure(key, experiment, code, t, h, component, extra, phase):
     spec = _specs[key]
     system = spec.system
     if phase == PHASE_BACKWARD:
-        label = "adjoint backward solve"
         names = [f"lambda_{s}" for s in system.states] + [f"mu_{q}" for q in system.params]
+    elif phase == PHASE_SOLVE and spec.route == "forward":
+        n_y0 = system.n_states if spec.wrt_y0 else 0
+        names = component_names(system, system.n_params, n_y0)
     else:
-        label = spec.method if phase == PHASE_SOLVE else "adjoint re-integration"
         names = list(system.states)
+    label = _PHASE_NAMES.get(phase, spec.method)
     try:
-        st.raise_for_status(int(code), np.array([t, h, component, extra]), label, names)
+        st.raise_for_status(
+            int(code),
+            np.array([t, h, component, extra]),
+            label,
+            names,
+            tuple(e.name for e in system.events),
+        )
     except OdeSolverError as error:
-        record_failure(error, spec.label(int(experiment)))
+        record_failure(error, spec.label(int(experiment)), _PHASE_NAMES.get(phase))
 
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(
@@ -119,26 +135,30 @@ def _common(spec: OdeSpec):
     return kernels, times, init_state, init_jac
 
 
-def _event_tables(spec: OdeSpec, jump, fallback):
+def _event_tables(spec: OdeSpec, jump, time_sensitivity, fallback):
     """Kernels and tables of the system's events for :func:`integrate_hybrid` (or empty ones).
 
-    Returns ``(conditions, jump, times_kernel, implicit_index, directions, slot_event,
-    slot_time, terminal)``.
+    Returns ``(times_kernel, slot_event, slot_time, kernels, tables)``: ``kernels`` the six
+    event kernels of :func:`integrate_hybrid` (``conditions, rates, triggers, priorities,
+    jump, time_sensitivity``), ``tables`` its ``directions, table, cause_table``.
     """
+    from pymc_odesens.codegen.event_tables import EVENT_TABLE_WIDTH
+
     events = compile_event_kernels(spec.system)
     if events is None:
         none = np.zeros(0, dtype=np.int64)
-        return fallback, fallback, fallback, none, none, none, none, none
-    return (
+        tables = (none, np.zeros((0, EVENT_TABLE_WIDTH), np.int64), np.zeros((1, 2), np.int64))
+        return fallback, none, none, (fallback,) * 6, tables
+    kernels = (
         events.conditions,
+        events.rates,
+        events.triggers,
+        events.priorities,
         jump,
-        events.times,
-        events.implicit_index,
-        events.directions,
-        events.slot_event,
-        events.slot_time,
-        events.terminal,
+        time_sensitivity,
     )
+    tables = (events.directions, events.table, events.cause_table)
+    return events.times, events.slot_event, events.slot_time, kernels, tables
 
 
 @numba.njit(cache=True)
@@ -224,24 +244,18 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     wrt = "both" if spec.wrt_y0 else "params"
     rhs = compile_sensitivity_kernel(system, wrt) if sensitivities else kernels.rhs
     jac, newton = newton_jacobian(kernels, spec.method, controls.linear_solver)
-    if system.events:
-        jump = (
-            compile_event_sensitivity_kernels(system, wrt)[0]
-            if sensitivities
-            else compile_event_kernels(system).jump
-        )
+    if not system.events:
+        jump = time_sensitivity = rhs
+    elif sensitivities:
+        jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
     else:
-        jump = rhs
-    (
-        conditions,
-        jump,
-        times_kernel,
-        implicit_index,
-        directions,
-        slot_event,
-        slot_time,
-        terminal,
-    ) = _event_tables(spec, jump, rhs)
+        plain = compile_event_kernels(system)
+        jump, time_sensitivity = plain.jump, plain.time_sensitivity
+    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
+        spec, jump, time_sensitivity, rhs
+    )
+    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
+    directions, table, cause_table = event_tables
     n_slots = slot_event.size
     rtol = np.full(n_z, controls.relative_tolerance)
     atol = np.tile(controls.absolute_tolerance, 1 + n_blocks)
@@ -265,10 +279,10 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
         jac0 = np.zeros(max(p, 1) * n)
         # closure arrays are read-only constants to numba; the integrators take writable ones
         rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
-        implicit_w, directions_w = implicit_index.copy(), directions.copy()
-        slot_event_w, slot_time_w, terminal_w = slot_event.copy(), slot_time.copy(), terminal.copy()
+        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
+        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
-        stop_event = np.zeros(n_slots, dtype=np.int64)
+        stop_owner = np.zeros(n_slots, dtype=np.int64)
         stop_slot = np.zeros(n_slots, dtype=np.int64)
         no_record_t = np.zeros(0)
         no_rows = np.zeros((0, 0))
@@ -293,13 +307,13 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
             for j in range(n_y0_cols):
                 z0[n * (1 + p + j) + j] = 1.0
             bad = explicit_schedule(
-                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_event, stop_slot
+                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
-                capacity = 16 + 2 * n_slots
+                capacity = 16 + 4 * n_slots
                 while True:
                     ev_t = np.zeros(capacity)
                     ev_index = np.zeros(capacity, dtype=np.int64)
@@ -310,13 +324,17 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
                         jac,
                         newton_w,
                         conditions,
+                        rates,
+                        triggers,
+                        priorities,
                         jump,
-                        implicit_w,
+                        time_sensitivity,
                         directions_w,
+                        table_w,
+                        cause_w,
                         stop_times,
-                        stop_event,
+                        stop_owner,
                         stop_slot,
-                        terminal_w,
                         t0,
                         z0.copy(),
                         pe,
@@ -423,17 +441,15 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     controls, _, _ = _adjoint_setup(spec)
     rhs = kernels.rhs
     jac, newton = newton_jacobian(kernels, controls.forward_method, controls.linear_solver)
-    state_jump = compile_event_kernels(system).jump if system.events else rhs
-    (
-        conditions,
-        jump,
-        times_kernel,
-        implicit_index,
-        directions,
-        slot_event,
-        slot_time,
-        terminal,
-    ) = _event_tables(spec, state_jump, rhs)
+    plain = compile_event_kernels(system)
+    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
+        spec,
+        rhs if plain is None else plain.jump,
+        rhs if plain is None else plain.time_sensitivity,
+        rhs,
+    )
+    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
+    directions, table, cause_table = event_tables
     n_slots = slot_event.size
     code_method = METHOD_CODES[controls.forward_method]
     rtol = np.full(n, controls.relative_tolerance_forward)
@@ -448,11 +464,11 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     def core(y0, params):
         y = np.empty((n_e, n_t, n))
         failed = np.zeros(n_e, dtype=np.int8)
-        counts = np.zeros(n_e, dtype=np.int64)
+        counts = np.zeros((n_e, 2), dtype=np.int64)  # checkpoints, forward steps
         ev_counts = np.zeros(n_e, dtype=np.int64)
         log_counts = np.zeros((n_e, 2), dtype=np.int64)
         capacity = 64
-        ev_capacity = 16 + 2 * n_slots
+        ev_capacity = 16 + 4 * n_slots
         # the discrete adjoint's step logs and history snapshots (one per checkpoint)
         log_capacity = 1024 if discrete else 0
         logs = np.zeros((n_e, log_capacity, OP_WIDTH))
@@ -473,10 +489,10 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
         no_rows = np.zeros((0, 0))
         out = np.empty((n_t, n))
         rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
-        implicit_w, directions_w = implicit_index.copy(), directions.copy()
-        slot_event_w, slot_time_w, terminal_w = slot_event.copy(), slot_time.copy(), terminal.copy()
+        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
+        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
-        stop_event = np.zeros(n_slots, dtype=np.int64)
+        stop_owner = np.zeros(n_slots, dtype=np.int64)
         stop_slot = np.zeros(n_slots, dtype=np.int64)
         for e in range(n_e):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
@@ -487,26 +503,31 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 for i in range(n):
                     y_start[i] = y0[e, i]
             bad = explicit_schedule(
-                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_event, stop_slot
+                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = np.nan, 0.0, -1.0, slot_time_w[bad]
+                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
                 while True:
+                    stats[:] = 0
                     code = integrate_hybrid(
                         code_method,
                         rhs,
                         jac,
                         newton_w,
                         conditions,
+                        rates,
+                        triggers,
+                        priorities,
                         jump,
-                        implicit_w,
+                        time_sensitivity,
                         directions_w,
+                        table_w,
+                        cause_w,
                         stop_times,
-                        stop_event,
+                        stop_owner,
                         stop_slot,
-                        terminal_w,
                         t0,
                         y_start.copy(),
                         pe,
@@ -560,7 +581,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                     for i in range(n):
                         y[e, t, i] = y_start[i]
                 continue
-            counts[e] = count[0]
+            counts[e, 0] = count[0]
+            counts[e, 1] = stats[st.N_STEPS]
             ev_counts[e] = ev_count[0]
             log_counts[e, 0] = op_count[0]
             log_counts[e, 1] = op_count[1]
@@ -568,8 +590,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 for i in range(n):
                     y[e, t, i] = out[t, i]
         ev_width = max(1, ev_counts.max())
-        ckpt_t_out = _resized_rows(ckpt_t, max(1, counts.max()), np.nan)
-        ckpt_y_out = _resized_rows3(ckpt_y, max(1, counts.max()))
+        ckpt_t_out = _resized_rows(ckpt_t, max(1, counts[:, 0].max()), np.nan)
+        ckpt_y_out = _resized_rows3(ckpt_y, max(1, counts[:, 0].max()))
         ev_t_out = _resized_rows(ev_t, ev_width, np.nan)
         ev_y_out = _resized_rows3(ev_y, ev_width)
         ev_id = np.zeros((n_e, ev_width, 2), dtype=np.int64)
@@ -621,7 +643,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     )
     events = compile_event_kernels(system)
     adjoint_jump = adjoint_rhs if events is None else events.adjoint_jump
-    terminal = np.zeros(1, dtype=np.int64) if events is None else events.terminal
+    time_gradient = adjoint_rhs if events is None else events.time_gradient
     rtol_f = np.full(n, controls.relative_tolerance_forward)
     atol_f = controls.absolute_tolerance_forward
     rtol_b = np.concatenate(
@@ -635,20 +657,20 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     )
     steps = controls.max_num_steps
     kind = controls.interpolation_polynomial
-    first_capacity = 2 * controls.num_steps_between_checkpoints + 64
+    between = controls.num_steps_between_checkpoints
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
 
     @numba.njit
     def core(params, ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts, failed, cotangent):
         grad_y0 = np.zeros((n_e, n))
         grad_p = np.zeros((n_e, p))
+        backward_failed = np.zeros(n_e, dtype=np.int8)
         z = np.zeros(n + p)
         stats_f = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
         stats_b = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
         info = np.zeros(BACKWARD_INFO_SIZE)
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
-        capacity = first_capacity
         rtol_fw, atol_fw, rtol_bw, atol_bw = (
             rtol_f.copy(),
             atol_f.copy(),
@@ -662,7 +684,10 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             times_e = times[e].copy()
             cot = np.ascontiguousarray(cotangent[e])
-            n_ckpt = counts[e]
+            n_ckpt = counts[e, 0]
+            # a re-integrated stretch takes about the forward steps between checkpoints
+            # (or of the whole run when that is shorter); the record grows if needed
+            capacity = 2 * min(between, counts[e, 1]) + 64
             c_t = np.ascontiguousarray(ckpt_t[e, :n_ckpt])
             c_y = np.ascontiguousarray(ckpt_y[e, :n_ckpt])
             n_ev = ev_counts[e]
@@ -670,9 +695,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
             e_index = np.ascontiguousarray(ev_id[e, :n_ev, 0])
             e_slot = np.ascontiguousarray(ev_id[e, :n_ev, 1])
             e_y = np.ascontiguousarray(ev_y[e, :n_ev])
-            t_frozen = np.inf
-            if n_ev > 0 and terminal[e_index[n_ev - 1]] != 0:
-                t_frozen = e_t[n_ev - 1]
+            t_frozen = frozen_time(e_t, e_index)
             while True:
                 buf = new_trajectory_buffer(np.ascontiguousarray(params[e]), n, capacity, kind)
                 code = backward_pass(
@@ -698,6 +721,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                     steps,
                     buf,
                     adjoint_jump,
+                    time_gradient,
                     e_t,
                     e_index,
                     e_slot,
@@ -712,10 +736,13 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                     break
                 capacity *= 2
             if code != 0:
-                phase = 1 if info[4] == BACKWARD_PHASE_REINTEGRATION else 2
+                phase = PHASE_REINTEGRATION
+                if info[4] != BACKWARD_PHASE_REINTEGRATION:
+                    phase = PHASE_BACKWARD
                 callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], phase)
                 if raise_on_failure:
                     raise RuntimeError("pymc_odesens: adjoint solve failed (see the warning)")
+                backward_failed[e] = 1
                 continue
             for i in range(n):
                 grad_y0[e, i] = z[i]
@@ -723,7 +750,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                 grad_p[e, k] = z[n + k]
             if from_system:
                 _add_initial_state_path(init_jac, t0, pe, z, grad_p[e], jac0, unused)
-        return grad_y0, grad_p
+        return grad_y0, grad_p, backward_failed
 
     if from_system:
 
@@ -757,6 +784,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     jac, newton = newton_jacobian(kernels, "bdf", controls.linear_solver)
     events = compile_event_kernels(system)
     adjoint_jump = rhs if events is None else events.adjoint_jump
+    time_gradient = rhs if events is None else events.time_gradient
     rtol = np.full(n, controls.relative_tolerance_forward)
     atol = controls.absolute_tolerance_forward
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
@@ -765,6 +793,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     def core(params, ev_t, ev_id, ev_y, ev_counts, logs, snaps, counts, failed, cotangent):
         grad_y0 = np.zeros((n_e, n))
         grad_p = np.zeros((n_e, p))
+        backward_failed = np.zeros(n_e, dtype=np.int8)
         y0_bar = np.zeros(n)
         p_bar = np.zeros(p)
         stats = np.zeros(len(st.STAT_NAMES), dtype=np.int64)
@@ -792,6 +821,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 rtol_w,
                 atol_w,
                 adjoint_jump,
+                time_gradient,
                 np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
                 np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
                 np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
@@ -802,9 +832,19 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 info,
             )
             if code != 0:
-                callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 1)
+                callback(
+                    key,
+                    e,
+                    code,
+                    info[0],
+                    info[1],
+                    np.int64(info[2]),
+                    info[3],
+                    PHASE_DISCRETE_REPLAY,
+                )
                 if raise_on_failure:
                     raise RuntimeError("pymc_odesens: adjoint solve failed (see the warning)")
+                backward_failed[e] = 1
                 continue
             for i in range(n):
                 grad_y0[e, i] = y0_bar[i]
@@ -812,7 +852,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 grad_p[e, k] = p_bar[k]
             if from_system:
                 _add_initial_state_path(init_jac, t0, pe, y0_bar, grad_p[e], jac0, unused)
-        return grad_y0, grad_p
+        return grad_y0, grad_p, backward_failed
 
     # inputs: [y0,] params, then the record (checkpoints: unused here), event log, step
     # logs, failed and the cotangent

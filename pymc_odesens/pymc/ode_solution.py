@@ -7,14 +7,20 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
+from pymc_odesens.pymc.graph_inputs import known_times, real_tensor
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.rejection import FailurePenalty
+from pymc_odesens.pymc.steady_state_solution import (
+    Preequilibration,
+    preequilibrated_initial_state,
+    preequilibration_inputs,
+    split_infinite_times,
+    steady_state_controls_from_dict,
+    steady_state_tensors,
+)
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.solvers.controls import METHODS, validate_times
 
@@ -48,8 +54,10 @@ def _as_matrix(argument: str, value, width: int, what: str):
         if len(value) == 0 and width == 0:
             value = np.zeros(0)
         else:
-            value = pt.stack([pt.as_tensor_variable(v, dtype="float64") for v in value], axis=-1)
-    x = pt.as_tensor_variable(value, dtype="float64")
+            value = pt.stack(
+                [real_tensor(f"{argument}[{i}]", v) for i, v in enumerate(value)], axis=-1
+            )
+    x = real_tensor(argument, value)
     if x.ndim not in (1, 2):
         raise ValueError(
             f"{argument} must have shape ({width},) or (E, {width}) ({what}); got {x.ndim} dims"
@@ -66,7 +74,7 @@ def _as_matrix(argument: str, value, width: int, what: str):
 
 def _experiment_times(times, t0: float) -> np.ndarray:
     """The validated output times: shape (T,), or (E, T) with one row per experiment."""
-    times_arr = np.asarray(times.data if isinstance(times, Constant) else times, dtype=float)
+    times_arr = known_times(times)
     if times_arr.ndim == 2:
         return np.ascontiguousarray(np.stack([validate_times(row, t0) for row in times_arr]))
     if times_arr.ndim <= 1:
@@ -74,10 +82,11 @@ def _experiment_times(times, t0: float) -> np.ndarray:
     raise ValueError(f"times must have shape (T,) or (E, T); got shape {times_arr.shape}")
 
 
-def _experiment_inputs(system: OdeSystem, y0, params, times_arr: np.ndarray):
+def _experiment_inputs(system: OdeSystem, y0, params, times_arr: np.ndarray, needs_y0: bool = True):
     """``(params_m, y0_m, sizes)``: ``params`` and ``y0`` as (E, width) tensors.
 
-    ``y0_m`` is None when ``y0`` is None (the system's ``y0(p)``); ``sizes`` maps
+    ``y0_m`` is None when ``y0`` is None (the system's ``y0(p)``, or, with ``needs_y0``
+    False, a state that comes from elsewhere: pre-equilibration); ``sizes`` maps
     each input with an experiment axis (params, y0, times) to its length
     (None where not known when the graph is built).
     """
@@ -85,7 +94,7 @@ def _experiment_inputs(system: OdeSystem, y0, params, times_arr: np.ndarray):
         "params", params, system.n_params, "one value per parameter"
     )
     if y0 is None:
-        if system.initial_state_expressions is None:
+        if needs_y0 and system.initial_state_expressions is None:
             raise ValueError("y0 is required: the system declares no initial_state y0(p)")
         y0_m, y0_batched = None, False
     else:
@@ -159,6 +168,33 @@ def _in_model() -> pm.Model | None:
         return None
 
 
+def resolve_on_failure(on_failure: str | None) -> tuple[pm.Model | None, str]:
+    """``(model, on_failure)``: the model context and the failure mode (checked; default
+    ``"reject"`` inside a model, ``"raise"`` outside)."""
+    model = _in_model()
+    if on_failure is None:
+        on_failure = "reject" if model is not None else "raise"
+    if on_failure not in ("reject", "raise"):
+        raise ValueError(f"on_failure must be 'reject' or 'raise'; got {on_failure!r}")
+    if on_failure == "reject" and model is None:
+        raise ValueError(
+            "on_failure='reject' needs a PyMC model context (the rejection is a potential); "
+            "call ode_solution inside `with pm.Model():` or use on_failure='raise'"
+        )
+    return model, on_failure
+
+
+def failure_potential(model: pm.Model, name: str, failed: list) -> None:
+    """A potential ``-inf`` when any of the ``failed`` flags is set (a fresh name if taken)."""
+    potential_name, base, k = name, name, 1
+    while potential_name in model.named_vars:
+        k += 1
+        potential_name = f"{base}_{k}"
+    # a marker the compile-time rewrites extend with the flags of failed gradient passes
+    # (pymc_odesens.pymc.rejection)
+    pm.Potential(potential_name, FailurePenalty()(*failed))
+
+
 def ode_solution(
     system: OdeSystem,
     y0,
@@ -170,6 +206,8 @@ def ode_solution(
     sensitivity: str = "auto",
     on_failure: str | None = None,
     name: str | None = None,
+    preequilibration: Preequilibration | None = None,
+    steady_state_controls: dict | None = None,
     **controls,
 ):
     """The solution ``y(t)`` of an ODE as a differentiable PyTensor tensor.
@@ -181,7 +219,9 @@ def ode_solution(
         Initial state (random variables, transforms or constants). None uses
         the system's ``y0(p)``. A leading axis E solves E experiments.
     times : array_like, shape (T,) or (E, T)
-        Output times (data), shared by all experiments or one row each.
+        Output times (data), shared by all experiments or one row each. ``inf`` (only at
+        the end of a row) stands for the steady state reached from the initial state with
+        ``params`` (see :func:`pymc_odesens.steady_state`).
     params : tensor-like of shape (P,) or (E, P), or a list of P scalars
         Parameters; a vector is shared by all experiments.
     t0 : float
@@ -200,12 +240,26 @@ def ode_solution(
     on_failure : {"reject", "raise"}, optional
         What a solver failure does. ``"reject"`` (default inside a model):
         a potential adds ``-inf`` to the model's log-density, so the proposal
-        is rejected; outputs stay finite and gradients are zero, the failure
-        is counted (:func:`pymc_odesens.failure_counts`), announced once and
-        summarised when the process ends. ``"raise"`` (default outside a
+        is rejected; outputs stay finite and the gradient of the log-density is
+        zero (also through transforms that overflowed), the failure is counted
+        (:func:`pymc_odesens.failure_counts`), announced once and summarised
+        when the process ends. A gradient pass that fails after the solve (the
+        adjoint's backward phase) rejects the proposal the same way whenever the
+        log-density is evaluated with its gradient (see
+        :mod:`pymc_odesens.pymc.rejection`). ``"raise"`` (default outside a
         model): the :class:`~pymc_odesens.OdeSolverError` propagates.
     name : str, optional
         Name of the failure potential (default ``"<system>_solver_failed"``).
+    preequilibration : Preequilibration, optional
+        Start from the steady state of a pre-equilibration setting: its parameters (and
+        optionally its starting state and the states re-initialised afterwards, see
+        :class:`~pymc_odesens.Preequilibration`). Gradients flow through the steady state
+        (implicit function theorem) on every route.
+    steady_state_controls : dict, optional
+        Controls of the steady states (pre-equilibration and ``inf`` outputs): ``method``,
+        ``relative_tolerance``, ``absolute_tolerance``, ``max_newton_iterations``,
+        ``max_num_steps``, ``max_time``, ``nonnegative`` (:func:`pymc_odesens.steady_state`'s
+        defaults).
     **controls
         ``relative_tolerance``, ``absolute_tolerance``, ``max_num_steps``
         (Stan's defaults per method); with ``sensitivity="adjoint"`` also
@@ -232,27 +286,37 @@ def ode_solution(
             f"sensitivity must be one of {SENSITIVITY_ROUTES}; got {sensitivity!r} "
             "(the Peano-Baker routes 'pbsr' and 'exp' are not available yet)"
         )
-    model = _in_model()
-    if on_failure is None:
-        on_failure = "reject" if model is not None else "raise"
-    if on_failure not in ("reject", "raise"):
-        raise ValueError(f"on_failure must be 'reject' or 'raise'; got {on_failure!r}")
-    if on_failure == "reject" and model is None:
-        raise ValueError(
-            "on_failure='reject' needs a PyMC model context (the rejection is a potential); "
-            "call ode_solution inside `with pm.Model():` or use on_failure='raise'"
-        )
+    model, on_failure = resolve_on_failure(on_failure)
     n, p = system.n_states, system.n_params
     t0 = float(t0)
-    times_arr = _experiment_times(times, t0)
-    params_m, y0_m, sizes = _experiment_inputs(system, y0, params, times_arr)
-    y0_from_system = y0 is None
+    times_arr, infinite = split_infinite_times(times, t0, _experiment_times)
+    params_m, y0_m, sizes = _experiment_inputs(
+        system, y0, params, times_arr, needs_y0=preequilibration is None
+    )
+    ss_controls = None
+    if preequilibration is not None or infinite is not None:
+        ss_controls = steady_state_controls_from_dict(system, steady_state_controls)
+    elif steady_state_controls is not None:
+        raise TypeError(
+            "steady_state_controls apply to pre-equilibration and inf output times; "
+            "this solution has neither"
+        )
+    if preequilibration is not None:
+        pre_inputs = preequilibration_inputs(system, preequilibration)
+        sizes.update(pre_inputs[2])
     batched, n_e = _experiment_count(sizes)
     if params_m.type.shape[0] != n_e:
         params_m = pt.broadcast_to(params_m, (n_e, p))
     if y0_m is not None and y0_m.type.shape[0] != n_e:
         y0_m = pt.broadcast_to(y0_m, (n_e, n))
-    wrt_y0 = y0_m is not None and not isinstance(y0, Constant) and not _is_constant(y0_m)
+    failed_flags = []
+    if preequilibration is not None:
+        y0_m, pre_failed = preequilibrated_initial_state(
+            system, preequilibration, pre_inputs, y0_m, n_e, t0, ss_controls, on_failure
+        )
+        failed_flags.append(pre_failed)
+    y0_from_system = y0_m is None
+    wrt_y0 = y0_m is not None and not _is_constant(y0_m)
     route = sensitivity
     if route == "auto":
         route = choose_sensitivity_route(n, p + (n if wrt_y0 else 0), times_arr.shape[-1])
@@ -278,13 +342,16 @@ def ode_solution(
     op = op_type(spec)
     outputs = op(y0_m, params_m)
     y, failed = outputs[0], outputs[-1]
+    failed_flags.append(failed)
+    if infinite is not None:
+        y_steady, steady_failed = steady_state_tensors(
+            system, y0_m, params_m, n_e, t0, ss_controls, on_failure
+        )
+        mask = np.broadcast_to(infinite, (n_e, times_arr.shape[-1]))[:, :, None]
+        y = pt.where(mask, y_steady[:, None, :], y)
+        failed_flags.append(steady_failed)
     if on_failure == "reject":
-        potential_name = name or f"{system.name}_solver_failed"
-        base, k = potential_name, 1
-        while potential_name in model.named_vars:
-            k += 1
-            potential_name = f"{base}_{k}"
-        pm.Potential(potential_name, pt.switch(pt.any(failed), -np.inf, 0.0))
+        failure_potential(model, name or f"{system.name}_solver_failed", failed_flags)
     return y if batched else y[0]
 
 

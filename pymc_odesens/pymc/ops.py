@@ -9,7 +9,13 @@ Inputs are ``[y0, params]`` (or ``[params]`` when the system supplies
 - :class:`OdeForwardOp`: states and forward sensitivities; the gradient is a
   contraction with the stored sensitivities, so it costs no second solve.
 - :class:`OdeAdjointOp` and :class:`OdeAdjointVJPOp`: the forward phase returns
-  its checkpoints as arrays that the backward phase reads.
+  its checkpoints as arrays that the backward phase reads; the backward phase
+  returns its own ``failed`` flags.
+
+Every gradient an Op returns is wrapped in
+:class:`~pymc_odesens.pymc.rejection.GradientGuard` with the flags it depends on,
+so that a failed solve or backward pass rejects the proposal with a finite
+gradient (see :mod:`pymc_odesens.pymc.rejection`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pymc_odesens.pymc.experiments import (
     solve_forward,
     solve_states,
 )
+from pymc_odesens.pymc.rejection import GradientGuard
 
 __all__ = [
     "OdeStatesOp",
@@ -61,6 +68,11 @@ class _OdeOp(Op):
 
     def __str__(self) -> str:
         return f"{type(self).__name__}{{{self.spec.system.name}, {self.spec.method}}}"
+
+    def do_constant_folding(self, fgraph, node) -> bool:
+        # a solve is never folded into a constant when a function is compiled: its
+        # failures belong to the function's evaluation (raised or counted there)
+        return False
 
     def _inputs(self, y0, params) -> list:
         params = pt.as_tensor_variable(params, dtype="float64")
@@ -125,15 +137,16 @@ class OdeForwardOp(_OdeOp):
         _check_only_solution_differentiated(output_grads)
         y0, params = self._split(inputs)
         g_y = output_grads[0]
+        failed = outputs[-1]
         if isinstance(g_y.type, DisconnectedType):
             grads = [pt.zeros_like(params)]
         else:
             grad_p = (g_y[..., None] * outputs[1]).sum(axis=(1, 2))
-            grads = [grad_p]
+            grads = [GradientGuard()(grad_p, failed)]
         if self.spec.y0_from_system:
             return grads
         if self.spec.wrt_y0 and not isinstance(g_y.type, DisconnectedType):
-            grad_y0 = (g_y[..., None] * outputs[2]).sum(axis=(1, 2))
+            grad_y0 = GradientGuard()((g_y[..., None] * outputs[2]).sum(axis=(1, 2)), failed)
         else:
             grad_y0 = pt.zeros_like(y0)
         return [grad_y0, *grads]
@@ -163,13 +176,17 @@ class _AdjointPhaseOp(_OdeOp):
         if isinstance(g_y.type, DisconnectedType):
             grads = [pt.zeros_like(params)]
             return grads if y0 is None else [pt.zeros_like(y0), *grads]
-        grad_y0, grad_p = self._vjp_op(self.spec)(*inputs, *outputs[1:], g_y)
-        return [grad_p] if y0 is None else [grad_y0, grad_p]
+        grad_y0, grad_p, backward_failed = self._vjp_op(self.spec)(*inputs, *outputs[1:], g_y)
+        flags = (outputs[-1], backward_failed)
+        grad_p = GradientGuard()(grad_p, *flags)
+        return [grad_p] if y0 is None else [GradientGuard()(grad_y0, *flags), grad_p]
 
 
 class _AdjointVJPBase(_OdeOp):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, a forward phase's record, ``failed`` and
-    ``dL/dy``; subclasses define ``_vjp(y0, params, record, failed, cotangent)``."""
+    """``(dL/dy0, dL/dp, backward_failed)`` from ``[y0,] params``, a forward phase's record,
+    ``failed`` and ``dL/dy``; subclasses define ``_vjp(y0, params, record, failed,
+    cotangent)``. ``backward_failed`` (E,) int8 marks the experiments whose gradient pass
+    failed after a successful solve (their gradient is zero)."""
 
     def make_node(self, *inputs):
         s = self.spec
@@ -177,6 +194,7 @@ class _AdjointVJPBase(_OdeOp):
         outputs = [
             pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_states)),
             pt.tensor(dtype="float64", shape=(s.n_experiments, s.system.n_params)),
+            self._failed_type(),
         ]
         return Apply(self, inputs, outputs)
 
@@ -186,25 +204,28 @@ class _AdjointVJPBase(_OdeOp):
         else:
             y0, params, rest = inputs[0], inputs[1], inputs[2:]
         record, failed, cotangent = rest[:-2], rest[-2], rest[-1]
-        grad_y0, grad_p = self._vjp(y0, params, record, failed, np.asarray(cotangent, float))
+        grad_y0, grad_p, backward_failed = self._vjp(
+            y0, params, record, failed, np.asarray(cotangent, float)
+        )
         outputs[0][0] = grad_y0
         outputs[1][0] = grad_p
+        outputs[2][0] = backward_failed
 
     def L_op(self, inputs, outputs, output_grads):
         raise NotImplementedError("second derivatives of adjoint gradients are not available")
 
 
 class OdeAdjointVJPOp(_AdjointVJPBase):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints and event log, ``failed``
-    and ``dL/dy``."""
+    """``(dL/dy0, dL/dp, backward_failed)`` from ``[y0,] params``, the checkpoints and event
+    log, ``failed`` and ``dL/dy``."""
 
     def _vjp(self, y0, params, record, failed, cotangent):
         return adjoint_vjp(self.spec, y0, params, record, failed, cotangent)
 
 
 class OdeDiscreteAdjointVJPOp(_AdjointVJPBase):
-    """``(dL/dy0, dL/dp)`` from ``[y0,] params``, the checkpoints, event log, step logs
-    and snapshots, ``failed`` and ``dL/dy``."""
+    """``(dL/dy0, dL/dp, backward_failed)`` from ``[y0,] params``, the checkpoints, event
+    log, step logs and snapshots, ``failed`` and ``dL/dy``."""
 
     def _vjp(self, y0, params, record, failed, cotangent):
         return discrete_adjoint_vjp(self.spec, y0, params, record, failed, cotangent)
@@ -212,7 +233,8 @@ class OdeDiscreteAdjointVJPOp(_AdjointVJPBase):
 
 class OdeAdjointOp(_AdjointPhaseOp):
     """``(y, checkpoint_times, checkpoint_states, checkpoint_counts, event_times,
-    event_ids, event_states, event_counts, failed)``.
+    event_ids, event_states, event_counts, failed)``; ``checkpoint_counts`` (E, 2) holds
+    the number of checkpoints and of forward steps of each experiment.
 
     The adjoint's forward phase. The checkpoints and the event log (times, event
     index and time position, state before each event; all padded to the largest
@@ -227,7 +249,7 @@ class OdeAdjointOp(_AdjointPhaseOp):
         return [
             pt.tensor(dtype="float64", shape=(e, None)),
             pt.tensor(dtype="float64", shape=(e, None, n)),
-            pt.tensor(dtype="int64", shape=(e,)),
+            pt.tensor(dtype="int64", shape=(e, 2)),
             pt.tensor(dtype="float64", shape=(e, None)),
             pt.tensor(dtype="int64", shape=(e, None, 2)),
             pt.tensor(dtype="float64", shape=(e, None, n)),

@@ -36,11 +36,7 @@ from pytensor.gradient import Rop, jacobian
 from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.random.basic import LogNormalRV, NormalRV
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.smmala_sensitivities import ode_nodes, with_sensitivity_route
 
 __all__ = ["LIKELIHOODS", "LikelihoodTerm", "SmmalaGraph", "likelihood_terms", "smmala_graph"]

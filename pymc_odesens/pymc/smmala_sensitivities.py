@@ -25,11 +25,6 @@ from pytensor.graph.replace import clone_replace
 from pytensor.link.numba.dispatch import numba_funcify
 from pytensor.link.numba.dispatch.basic import generate_fallback_impl
 
-try:  # pytensor >= 2.31
-    from pytensor.graph.traversal import ancestors
-except ImportError:  # pragma: no cover - older pytensor
-    from pytensor.graph.basic import ancestors
-
 from pymc_odesens.pymc.experiments import (
     OdeSpec,
     _handle,
@@ -37,6 +32,7 @@ from pymc_odesens.pymc.experiments import (
     _placeholder_state,
     _y0_row,
 )
+from pymc_odesens.pymc.graph_traversal import ancestors
 from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
 from pymc_odesens.sensitivity import solve_sensitivity
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS

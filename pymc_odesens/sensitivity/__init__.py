@@ -15,6 +15,16 @@ from pymc_odesens.sensitivity.pbs_options import PbsOptions
 from pymc_odesens.sensitivity.pbs_report import PbsStepReport
 from pymc_odesens.sensitivity.result import SensitivityResult
 from pymc_odesens.sensitivity.solve_sensitivity import SENSITIVITY_METHODS, solve_sensitivity
+from pymc_odesens.sensitivity.steady_state import (
+    SteadyStateGradient,
+    SteadyStateResult,
+    steady_state,
+)
+from pymc_odesens.sensitivity.steady_state_errors import (
+    SteadyStateError,
+    SteadyStateNotReachedError,
+    SteadyStateSingularError,
+)
 
 __all__ = [
     "SENSITIVITY_METHODS",
@@ -29,4 +39,10 @@ __all__ = [
     "adjoint_gradient",
     "FisherInformationResult",
     "fisher_information",
+    "steady_state",
+    "SteadyStateResult",
+    "SteadyStateGradient",
+    "SteadyStateError",
+    "SteadyStateNotReachedError",
+    "SteadyStateSingularError",
 ]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_odesens.solvers.controls import check_linear_solver
+from pymc_odesens.solvers.controls import check_linear_solver, positive_count
 
 __all__ = [
     "AdjointControls",
@@ -127,16 +127,6 @@ def _absolute(name: str, value, n_states: int | None) -> np.ndarray | float:
     return float(arr) if n_states is None else np.ascontiguousarray(arr)
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return int(value)
-
-
 def _code(name: str, value, choices: dict[int, str]) -> int:
     if isinstance(value, str):
         named = {v: k for k, v in choices.items()}
@@ -186,8 +176,8 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
         absolute_tolerance_quadrature=_absolute(
             "absolute_tolerance_quadrature", values["absolute_tolerance_quadrature"], None
         ),
-        max_num_steps=_positive_int("max_num_steps", values["max_num_steps"]),
-        num_steps_between_checkpoints=_positive_int(
+        max_num_steps=positive_count("max_num_steps", values["max_num_steps"]),
+        num_steps_between_checkpoints=positive_count(
             "num_steps_between_checkpoints", values["num_steps_between_checkpoints"]
         ),
         interpolation_polynomial=_code(

@@ -27,7 +27,7 @@ from pymc_odesens.solvers.integrate import (
 )
 from pymc_odesens.solvers.solve import OdeProblem
 
-__all__ = ["forward_sensitivities", "initial_sensitivities"]
+__all__ = ["component_names", "forward_sensitivities", "initial_sensitivities"]
 
 
 def initial_sensitivities(problem: OdeProblem, n_param_cols: int, n_y0_cols: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def forward_sensitivities(
         problem.controls,
     )
     options = dict(
-        n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: _component_names(system, n_p, n_y0)
+        n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: component_names(system, n_p, n_y0)
     )
     event_kernels = compile_event_kernels(system)
     jac, options["newton"] = problem.newton_jacobian()
@@ -93,32 +93,18 @@ def forward_sensitivities(
         )
     else:
         jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
-        z_out, stats, full_log = integrate_events(
+        z_out, stats, record = integrate_events(
             problem.controls.method,
             compile_sensitivity_kernel(system, wrt),
             jac,
             jump,
+            time_sensitivity,
             event_kernels,
             *arguments,
             **options,
         )
-        dtau = np.array(
-            [
-                evaluate_kernel(
-                    time_sensitivity, tau, z_before, problem.params, blocks, np.array([e, s])
-                )
-                for tau, e, s, z_before in zip(
-                    full_log.times, full_log.index, full_log.slot, full_log.before
-                )
-            ]
-        ).reshape(-1, blocks)
-        log = EventLog(
-            times=full_log.times,
-            index=full_log.index,
-            slot=full_log.slot,
-            before=np.ascontiguousarray(full_log.before[:, :n]),
-            names=full_log.names,
-        )
+        dtau = _event_time_sensitivities(record, time_sensitivity, problem.params, blocks)
+        log = record.public(event_kernels.names, width=n)
     n_times = problem.times.size
     y = z_out[:, :n].copy()
     sens = z_out[:, n:].reshape(n_times, blocks, n).transpose(0, 2, 1)
@@ -128,7 +114,30 @@ def forward_sensitivities(
     return y, s_params, s_y0, stats, log, dtau
 
 
-def _component_names(system, n_p: int, n_y0: int) -> list[str]:
+def _event_time_sensitivities(record, time_sensitivity, params, blocks: int) -> np.ndarray:
+    """``d tau / d alpha`` (K, columns) of each executed event: its instant's, from the
+    instant's cause and the vector before its first event (the rows before a closing row)."""
+    rows = []
+    first = 0
+    for k, index in enumerate(record.index):
+        if index >= 0:
+            continue
+        dtau = evaluate_kernel(
+            time_sensitivity,
+            record.times[k],
+            record.states[first],
+            params,
+            blocks,
+            np.array([float(record.slot[k])]),
+        )
+        rows += [dtau] * (k - first)
+        first = k + 1
+    return np.array(rows).reshape(-1, blocks)
+
+
+def component_names(system, n_p: int, n_y0: int) -> list[str]:
+    """Names of the components of ``z = [y, S_0, ...]``: the states, then ``dx/dk`` for each
+    of the first ``n_p`` parameters, then ``dx/dy(t0)`` for the first ``n_y0`` states."""
     names = list(system.states)
     for k in range(n_p):
         names += [f"d{s}/d{system.params[k]}" for s in system.states]

@@ -18,6 +18,7 @@ import sympy as sp
 
 from pymc_odesens.model import OdeSystem, SymbolVector
 from pymc_odesens.model.expression_parser import parse_expression
+from pymc_odesens.model.tracing import traced
 
 __all__ = ["Observables", "resolve_observables"]
 
@@ -88,10 +89,7 @@ def _by_name(system: OdeSystem, label: str, name: str) -> tuple[str, sp.Expr]:
 def _traced(system: OdeSystem, function: Callable) -> list:
     y = SymbolVector("y", system.states, system.state_symbols)
     p = SymbolVector("p", system.params, system.param_symbols)
-    try:
-        values = function(system.t, y, p)
-    except (IndexError, KeyError, AttributeError) as err:
-        raise type(err)(f"while tracing observables: {str(err)}") from err
+    values = traced(function, (system.t, y, p), "observables")
     if isinstance(values, (sp.MatrixBase, np.ndarray)):
         values = list(values)
     if isinstance(values, sp.Expr):

@@ -102,6 +102,18 @@ def record_trajectory(problem: OdeProblem, with_dense: bool) -> RecordedTrajecto
     return RecordedTrajectory(rec_t, rec_y, rec_f, rec_dense, count, y_out, stats)
 
 
+def _first_non_finite_jacobian(problem: OdeProblem, trajectory: RecordedTrajectory, n_p: int):
+    """Time of the first recorded step whose ``J_y`` (or ``J_p``) is not finite."""
+    params = problem.params
+    for t, y in zip(trajectory.t[: trajectory.count], trajectory.y[: trajectory.count]):
+        values = [problem.kernels.evaluate("jac_y", t, y, params)]
+        if n_p:
+            values.append(problem.kernels.evaluate("jac_p", t, y, params))
+        if not all(np.all(np.isfinite(v)) for v in values):
+            return float(t)
+    return float("nan")
+
+
 def pbs_sensitivities(
     problem: OdeProblem, wrt: str, algorithm: str, options: PbsOptions
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, dict, PbsStepReport]:
@@ -161,14 +173,13 @@ def pbs_sensitivities(
         counters,
     )
     if code != 0:
-        done = int(counters[0])
-        warnings.warn(
-            f"sensitivity={algorithm!r}: a Jacobian is not finite on the recorded trajectory "
-            f"(after {done} evaluations); S is NaN from there on",
-            RuntimeWarning,
-            stacklevel=3,
+        t_bad = _first_non_finite_jacobian(problem, trajectory, n_p)
+        st.raise_for_status(
+            st.NON_FINITE_DERIVATIVE,
+            np.array([t_bad, 0.0, -1.0, 0.0]),
+            f"sensitivity={algorithm!r} on the {method} trajectory",
         )
-    elif not np.all(np.isfinite(s_out)):
+    if not np.all(np.isfinite(s_out)):
         hint = (
             " (the PBS step is explicit: on a stiff problem use sensitivity='pbsr' or a "
             "smaller PbsOptions.max_step)"

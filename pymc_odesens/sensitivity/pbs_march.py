@@ -465,6 +465,10 @@ def march_sensitivities(
             s_out[i, :, :] = st
         return 0
     _evaluate(jac_y, jac_p, t_a, rec_y[0], p, v, a_a, bt_a, n_forced, counters)
+    if not (_finite(a_a) and _finite(bt_a)):
+        for i in range(out_index, n_times):
+            s_out[i, :, :] = np.nan
+        return 1
     pbsr = algorithm == ALGORITHM_PBSR
     norm_a = 0.0
     if pbsr:

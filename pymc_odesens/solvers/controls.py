@@ -11,9 +11,13 @@ __all__ = [
     "METHODS",
     "SolverControls",
     "check_linear_solver",
+    "positive_count",
     "resolve_controls",
     "validate_times",
 ]
+
+MAX_COUNT = 2**63 - 1
+"""Largest step count a control may give: the compiled solvers count in 64-bit integers."""
 
 METHODS = ("rk45", "ckrk", "bdf", "adams")
 LINEAR_SOLVERS = ("auto", "dense", "sparse")
@@ -50,6 +54,24 @@ class SolverControls:
     absolute_tolerance: np.ndarray
     max_num_steps: int
     linear_solver: str = "auto"
+
+
+def positive_count(name: str, value) -> int:
+    """``value`` as a positive int of at most :data:`MAX_COUNT` (a float equal to one is
+    accepted, as Stan's ``1e8``), else a TypeError / ValueError naming ``name``."""
+    given = value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive int, got {given!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {given!r}")
+    if value > MAX_COUNT:
+        raise ValueError(
+            f"{name} must be at most 2**63 - 1 = {MAX_COUNT} (the solvers count steps in "
+            f"64-bit integers); got {given!r}"
+        )
+    return int(value)
 
 
 def check_method(method: str) -> str:
@@ -90,7 +112,7 @@ def resolve_controls(
     absolute_tolerance : float or array_like of shape (n_states,), optional
         Positive and finite (per state if an array).
     max_num_steps : int, optional
-        Positive.
+        Positive, at most ``2**63 - 1``.
     linear_solver : {"auto", "dense", "sparse"}, optional
         Factorisation of ``bdf``'s and ``adams``' Newton matrices (default ``"auto"``).
     """
@@ -123,19 +145,16 @@ def resolve_controls(
         )
     if not np.all(np.isfinite(atol_arr)) or np.any(atol_arr <= 0):
         raise ValueError(f"absolute_tolerance must be positive and finite; got {atol!r}")
-    steps = steps_default if max_num_steps is None else max_num_steps
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
-        if isinstance(steps, float) and steps.is_integer():
-            steps = int(steps)
-        else:
-            raise TypeError(f"max_num_steps must be a positive int, got {max_num_steps!r}")
-    if steps <= 0:
-        raise ValueError(f"max_num_steps must be positive, got {steps}")
-    return SolverControls(method, rtol, np.ascontiguousarray(atol_arr), int(steps), linear_solver)
+    steps = positive_count(
+        "max_num_steps", steps_default if max_num_steps is None else max_num_steps
+    )
+    return SolverControls(method, rtol, np.ascontiguousarray(atol_arr), steps, linear_solver)
 
 
 def validate_times(times, t0: float) -> np.ndarray:
     """Output times as a float array, checked to be finite, non-decreasing and >= t0."""
+    if np.iscomplexobj(times):
+        raise TypeError(f"times must be real, got complex values {times!r}")
     try:
         ts = np.asarray(times, dtype=float)
     except (TypeError, ValueError):

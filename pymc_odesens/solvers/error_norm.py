@@ -9,6 +9,11 @@ the norms of its groups, each a weighted RMS over its own components
 (:func:`grouped_rms_norm`). One RMS over all components would let many
 well-resolved sensitivity columns dilute the state's error by up to
 ``sqrt(1 + P)``.
+
+A NaN anywhere makes the norm NaN: the error test ``norm <= 1`` then fails, as
+it must. (Python's and numba's ``max(0.0, nan)`` is ``0.0``: combining the
+groups with ``max`` silently dropped a NaN group, and rk45/ckrk accepted steps
+whose sensitivities had turned NaN.)
 """
 
 from __future__ import annotations
@@ -18,7 +23,18 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["error_weights", "weighted_rms_norm", "grouped_rms_norm", "initial_step_size"]
+from pymc_odesens.solvers import status as st
+
+__all__ = [
+    "error_weights",
+    "weighted_rms_norm",
+    "grouped_rms_norm",
+    "larger_norm",
+    "first_non_finite",
+    "non_finite_output",
+    "checked_status",
+    "initial_step_size",
+]
 
 
 @njit(cache=True, inline="always")
@@ -41,6 +57,14 @@ def weighted_rms_norm(e, weights, n):
 
 
 @njit(cache=True, inline="always")
+def larger_norm(a, b):
+    """``max(a, b)`` that keeps a NaN (the builtin ``max(0.0, nan)`` is ``0.0``)."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return max(a, b)
+
+
+@njit(cache=True, inline="always")
 def grouped_rms_norm(e, weights, n_block, n_blocked, n_err):
     """CVODES' norm of a block vector: the largest weighted RMS norm of its groups.
 
@@ -48,6 +72,7 @@ def grouped_rms_norm(e, weights, n_block, n_blocked, n_err):
     (the state, then one group per sensitivity column); the components from
     ``n_blocked`` to ``n_err`` (quadratures) form one more group. Only the first
     ``n_err`` components count. With one block this is :func:`weighted_rms_norm`.
+    NaN if any counted component is NaN (or an infinite error meets a zero weight).
     """
     n_grouped = min(n_blocked, n_err)
     if n_block <= 0 or n_grouped <= n_block:
@@ -59,13 +84,13 @@ def grouped_rms_norm(e, weights, n_block, n_blocked, n_err):
             for i in range(start, start + n_block):
                 x = e[i] * weights[i]
                 s += x * x
-            norm = max(norm, math.sqrt(s / n_block))
+            norm = larger_norm(norm, math.sqrt(s / n_block))
     if n_err > n_blocked:
         s = 0.0
         for i in range(n_blocked, n_err):
             x = e[i] * weights[i]
             s += x * x
-        norm = max(norm, math.sqrt(s / (n_err - n_blocked)))
+        norm = larger_norm(norm, math.sqrt(s / (n_err - n_blocked)))
     return norm
 
 
@@ -87,6 +112,30 @@ def first_non_finite(x, n):
         if not np.isfinite(x[i]):
             return i
     return -1
+
+
+@njit(cache=True)
+def non_finite_output(y_out, n_rows, times, info):
+    """True if a value among the first ``n_rows`` output rows is NaN or infinite.
+
+    The last guard of every integrator run before it reports success: ``info``
+    then holds the row's output time and the offending component (step size 0).
+    """
+    n = y_out.shape[1]
+    for row in range(n_rows):
+        bad = first_non_finite(y_out[row], n)
+        if bad >= 0:
+            info[0], info[1], info[2] = times[row], 0.0, bad
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def checked_status(status, y_out, n_rows, times, info):
+    """``status``, or ``NON_FINITE_RHS`` if one of the first ``n_rows`` outputs is not finite."""
+    if non_finite_output(y_out, n_rows, times, info):
+        return st.NON_FINITE_RHS
+    return status
 
 
 @njit(cache=True)

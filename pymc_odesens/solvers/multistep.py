@@ -49,6 +49,7 @@ from pymc_odesens.solvers import adams_formula, bdf_formula
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.difference_table import change_step_size
 from pymc_odesens.solvers.error_norm import (
+    checked_status,
     error_weights,
     first_non_finite,
     grouped_rms_norm,
@@ -153,7 +154,7 @@ MULTISTEP_SIGNATURE = types.int64(
     types.int64[::1],  # op_count (2,): log rows and snapshots written
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
+    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event
@@ -341,7 +342,7 @@ def run_multistep(
         y_out[out_index, :] = y0
         out_index += 1
     if out_index == n_times:
-        return st.SUCCESS
+        return checked_status(st.SUCCESS, y_out, out_index, times, info)
     t_end = times[n_times - 1]
     t_limit = min(t_end, t_stop)
     n_cond = directions.size
@@ -480,7 +481,7 @@ def run_multistep(
                 if outcome == NON_FINITE:
                     last_non_finite = first_non_finite(f, n)
                     if last_non_finite < 0:
-                        last_non_finite = 0
+                        last_non_finite = max(first_non_finite(y_new, n), 0)
                 else:
                     last_non_finite = -1
                 if not jac_current:
@@ -509,7 +510,7 @@ def run_multistep(
             for i in range(n):
                 err[i] = scale_err * d[i]
             err_norm = grouped_rms_norm(err, weights, n_state, n_lu, n_err)
-            if err_norm > 1.0:
+            if not (err_norm <= 1.0):  # also NaN
                 stats[st.N_REJECTED] += 1
                 error_failures += 1
                 safety = (
@@ -597,7 +598,7 @@ def run_multistep(
                     out_index,
                     g_res,
                 )
-                return st.EVENT
+                return checked_status(st.EVENT, y_out, out_index, times, info)
         if t_new >= t_stop:
             while out_index < n_times and times[out_index] < t_stop:
                 _dense_output(family, table, order, t_new, h, y_new, times[out_index], poly, dense)
@@ -605,7 +606,7 @@ def run_multistep(
                 out_index += 1
             z_event[:] = y_new
             event_out[0], event_out[1], event_out[2], event_out[3] = t_new, -1.0, out_index, 0.0
-            return st.STOP
+            return checked_status(st.STOP, y_out, out_index, times, info)
         if record_every > 0 and n_accepted % record_every == 0:
             if rec_f.shape[0] > 0:
                 # the slope the formula took at t_new, (d + psi) / c, not f(t_new, y_new):
@@ -671,4 +672,4 @@ def run_multistep(
         h *= factor
         _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
         n_equal_steps = 0
-    return st.SUCCESS
+    return checked_status(st.SUCCESS, y_out, out_index, times, info)

@@ -80,9 +80,9 @@ def newton_corrector(
     (:mod:`pymc_odesens.solvers.newton_matrix`); ``block_work`` is work space of at
     least ``(N, n_lu // N)`` for the blocked triangular solves.
 
-    Returns ``(outcome, iterations)`` with outcome CONVERGED, DIVERGED or
-    NON_FINITE; ``y`` and ``d`` hold the last iterate and ``f`` is
-    overwritten (work space).
+    Returns ``(outcome, iterations)`` with outcome CONVERGED (the iterate is
+    finite in every component), DIVERGED or NON_FINITE; ``y`` and ``d`` hold the
+    last iterate and ``f`` is overwritten (work space).
     """
     n = y.size
     n_block = block_work.shape[0]
@@ -127,6 +127,9 @@ def newton_corrector(
                 # evaluation at the converged one, as CVODES does for its quadratures
                 rhs(t_new, y.ctypes, p.ctypes, v.ctypes, f.ctypes)
                 stats[st.N_RHS] += 1
+                for i in range(n_lu, n):
+                    if not np.isfinite(f[i]):
+                        return NON_FINITE, k + 1
                 for i in range(n_lu, n):
                     correction = c * f[i] - psi[i] - d[i]
                     y[i] += correction

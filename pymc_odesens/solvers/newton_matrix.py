@@ -69,6 +69,7 @@ __all__ = [
     "choose_linear_solver",
     "dense_structure",
     "factor_newton_matrix",
+    "full_dense_structure",
     "new_newton_factor",
     "newton_structure",
     "solve_newton",
@@ -118,6 +119,25 @@ def _pack(kind: int, n: int, rows, cols, sections: list, fill: int) -> np.ndarra
 def dense_structure(n: int, rows, cols) -> np.ndarray:
     """The structure of a dense Newton matrix for Jacobian entries at ``(rows, cols)``."""
     return _pack(DENSE, n, rows, cols, [], n * n)
+
+
+@njit(cache=True)
+def full_dense_structure(n):
+    """The dense structure for a Jacobian written whole, row by row (the ``jac_y`` kernel's
+    ``N x N`` output), built in compiled code; the layout of :func:`dense_structure`."""
+    nnz = n * n
+    structure = np.zeros(_HEADER + 2 * nnz, dtype=np.int64)
+    structure[_KIND], structure[_N], structure[_NNZ] = DENSE, n, nnz
+    structure[_FILL], structure[_CAPACITY] = nnz, 2 * nnz + n
+    structure[_OFFSETS + _ROWS] = _HEADER
+    for k in range(_COLS, _SECTIONS + 1):
+        structure[_OFFSETS + k] = _HEADER + nnz
+    for k in range(_A_PTR, _SECTIONS + 1):
+        structure[_OFFSETS + k] = _HEADER + 2 * nnz
+    for e in range(nnz):
+        structure[_HEADER + e] = e // n
+        structure[_HEADER + nnz + e] = e % n
+    return structure
 
 
 def _sparse_structure(n: int, rows, cols, pattern: SparseLuPattern) -> np.ndarray:

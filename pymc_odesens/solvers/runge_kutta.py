@@ -8,6 +8,27 @@ step to end there: Dormand–Prince's fourth-order continuous extension for
 sub-step from the accepted step's start to the output time, fifth-order like
 the step itself (5 extra right-hand-side evaluations per output time).
 
+Step sizes follow Gustafsson's PI controller with Hairer's DOPRI5 constants
+(``PI_BETA = 0.04``): the previous step's error damps the growth after an
+accepted step. With the plain integral controller (``h err^(-1/5)``) an explicit
+method on a stiff problem, whose steps are limited by stability, grows its step
+by up to 2x after a step with a small error and lands far outside the stability
+region: on Robertson at rtol = atol = 1e-6, ``h |lambda|`` of accepted steps
+reached 5.8 (the stiff component grows 35-fold in that step) against a real
+stability boundary of 3.3, the fast species ``y2`` was thrown past the unstable
+root of ``k1 y1 - k2 y2^2 - k3 y2 y3`` (``y2 < -3.65e-5``), from where the exact
+solution itself escapes to ``-inf`` in finite time, and the run ended in a
+step-size underflow at t = 0.11 for about half of all initial step sizes. The
+PI controller keeps ``h |lambda|`` below 4 and reaches t = 1 from every initial
+step tried (``tests/solvers/test_solve_behaviour.py``).
+
+Every accepted step has a finite error estimate, a finite new state (all
+components, also those outside the error test) and, for ``rk45``, a finite
+derivative there (its next first stage); a step that fails any of these is
+retried with a quarter of the step (``NON_FINITE_RHS`` after
+``MAX_NON_FINITE_RETRIES`` in a row), and every run checks the outputs it wrote
+before it reports success.
+
 A run can record its trajectory like the multistep driver: every
 ``record_every`` accepted steps the time, the leading ``rec_y.shape[1]``
 components and (if ``rec_f`` has rows) their derivative at the step's end (for
@@ -33,6 +54,7 @@ from numba import njit, types
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.error_norm import (
+    checked_status,
     error_weights,
     first_non_finite,
     grouped_rms_norm,
@@ -68,6 +90,12 @@ SAFETY = 0.9
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 MAX_NON_FINITE_RETRIES = 30
+# Gustafsson's PI step-size controller as in Hairer's DOPRI5: after an accepted step
+# h_new = h SAFETY err^(-PI_ALPHA) err_prev^PI_BETA (err_prev: the previous accepted
+# step's error norm, at least PI_ERR_FLOOR); after a rejection h SAFETY err^(-PI_ALPHA).
+PI_BETA = 0.04
+PI_ALPHA = 0.2 - 0.75 * PI_BETA
+PI_ERR_FLOOR = 1e-4
 
 # Dormand & Prince (1980): nodes, stage matrix, 5th-order weights, error weights (b5 - b4).
 DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0])
@@ -153,7 +181,7 @@ _SIGNATURE = types.int64(
     types.float64[:, ::1],  # rec_dense (capacity or 0, recorded components): rk45's sum D_s k_s
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
+    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event
@@ -230,12 +258,12 @@ def _record(t, y, f, dense, method, rec_t, rec_y, rec_f, rec_dense, rec_count):
 
 
 @njit(cache=True)
-def _non_finite_stage_component(k, n_stages, n):
+def _non_finite_stage_component(k, n_stages, y_new, n):
     for s in range(n_stages):
         bad = first_non_finite(k[s], n)
         if bad >= 0:
             return bad
-    return -1
+    return first_non_finite(y_new, n)
 
 
 @njit(cache=True)
@@ -341,7 +369,7 @@ def integrate_explicit_rk(
         y_out[out_index, :] = y0
         out_index += 1
     if out_index == n_times:
-        return st.SUCCESS
+        return checked_status(st.SUCCESS, y_out, out_index, times, info)
     t_end = times[n_times - 1]
     t_limit = min(t_end, t_stop)
     if n_cond > 0:
@@ -379,12 +407,13 @@ def integrate_explicit_rk(
     steps_since_output = 0
     non_finite_retries = 0
     rejected_last = False
+    err_previous = PI_ERR_FLOOR
     while out_index < n_times:
         min_step = 10.0 * (np.nextafter(t, np.inf) - t)
         if h < min_step:
             info[0], info[1] = t, h
             if non_finite_retries > 0:
-                info[2] = _non_finite_stage_component(k, n_stages, n)
+                info[2] = _non_finite_stage_component(k, n_stages, y_new, n)
                 return st.NON_FINITE_RHS
             info[2] = largest_weighted_component(err, weights, n_err)
             return st.STEP_TOO_SMALL
@@ -416,11 +445,18 @@ def integrate_explicit_rk(
                 err[i] += h * e_w[6] * k[6, i]
         error_weights(y, y_new, rtol, atol, n_err, weights)
         err_norm = grouped_rms_norm(err, weights, n_state, n_err, n_err)
-        if not np.isfinite(err_norm):
+        if (
+            not np.isfinite(err_norm)
+            or first_non_finite(y_new, n) >= 0
+            or (method == DORMAND_PRINCE and first_non_finite(k[6], n) >= 0)
+        ):
+            # also the components outside the error test (sensitivities without error
+            # control) and the derivative at the step's end, the next step's first stage
             non_finite_retries += 1
             stats[st.N_REJECTED] += 1
             if non_finite_retries > MAX_NON_FINITE_RETRIES:
-                info[0], info[1], info[2] = t, h, _non_finite_stage_component(k, n_stages, n)
+                info[0], info[1] = t, h
+                info[2] = _non_finite_stage_component(k, n_stages, y_new, n)
                 return st.NON_FINITE_RHS
             h *= 0.25
             rejected_last = True
@@ -428,7 +464,7 @@ def integrate_explicit_rk(
         non_finite_retries = 0
         if err_norm > 1.0:
             stats[st.N_REJECTED] += 1
-            h *= max(MIN_FACTOR, SAFETY * err_norm ** (-0.2))
+            h *= max(MIN_FACTOR, SAFETY * err_norm ** (-PI_ALPHA))
             rejected_last = True
             continue
         # accepted
@@ -503,7 +539,7 @@ def integrate_explicit_rk(
                     out_index,
                     g_res,
                 )
-                return st.EVENT
+                return checked_status(st.EVENT, y_out, out_index, times, info)
         if t_new >= t_stop:
             while out_index < n_times and times[out_index] < t_stop:
                 t_out = times[out_index]
@@ -516,7 +552,7 @@ def integrate_explicit_rk(
                 out_index += 1
             z_event[:] = y_new
             event_out[0], event_out[1], event_out[2], event_out[3] = t_new, -1.0, out_index, 0.0
-            return st.STOP
+            return checked_status(st.STOP, y_out, out_index, times, info)
         recording = record_every > 0 and n_accepted % record_every == 0
         if recording and method == DORMAND_PRINCE and rec_dense.shape[0] > 0:
             for i in range(n):
@@ -542,7 +578,9 @@ def integrate_explicit_rk(
         if err_norm == 0.0:
             factor = MAX_FACTOR
         else:
-            factor = min(MAX_FACTOR, SAFETY * err_norm ** (-0.2))
+            factor = SAFETY * err_norm ** (-PI_ALPHA) * err_previous**PI_BETA
+            factor = max(MIN_FACTOR, min(MAX_FACTOR, factor))
+        err_previous = max(err_norm, PI_ERR_FLOOR)
         if rejected_last:
             factor = min(1.0, factor)
         rejected_last = False
@@ -564,4 +602,4 @@ def integrate_explicit_rk(
         h *= factor
         if math.isinf(h):
             h = t_end - t
-    return st.SUCCESS
+    return checked_status(st.SUCCESS, y_out, out_index, times, info)

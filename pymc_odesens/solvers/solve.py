@@ -61,6 +61,8 @@ class OdeSolution:
 
 def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
     """``value`` as a finite float vector of length ``size``, else a ValueError naming it."""
+    if np.iscomplexobj(value):
+        raise TypeError(f"{argument} must be real ({what}), got complex values {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -243,11 +245,12 @@ def solve(
             state_names=system.states,
         )
     else:
-        y_out, stats, log = integrate_events(
+        y_out, stats, record = integrate_events(
             method,
             problem.kernels.rhs,
             jac,
             event_kernels.jump,
+            event_kernels.time_sensitivity,
             event_kernels,
             problem.t0,
             problem.y0,
@@ -260,6 +263,7 @@ def solve(
             newton=newton,
             state_names=system.states,
         )
+        log = record.public(event_kernels.names)
     return OdeSolution(
         problem.times, y_out, stats_dict(stats), controls, list(system.states), events=log
     )

@@ -323,6 +323,8 @@ def test_bad_arguments_raise_naming_the_argument():
         stan.ode_rk45_tol(sho, Y0, 0.0, TS, 1e-6, [1e-6] * 3, 1000, theta)
     with pytest.raises(TypeError, match=r"max_num_steps must be a positive int"):
         stan.ode_adams_tol(sho, Y0, 0.0, TS, 1e-6, 1e-6, 10.5, theta)
+    with pytest.raises(ValueError, match=r"ode_rk45_tol: max_num_steps must be at most 2\*\*63"):
+        stan.ode_rk45_tol(sho, Y0, 0.0, TS, 1e-6, 1e-6, 1e20, theta)
     with pytest.raises(TypeError, match=r"relative_tolerance must be data"):
         stan.ode_ckrk_tol(sho, Y0, 0.0, TS, pt.dscalar("rtol"), 1e-6, 1000, theta)
     with pytest.raises(TypeError, match=r"all required .* None for max_num_steps"):

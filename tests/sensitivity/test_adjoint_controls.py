@@ -122,6 +122,16 @@ ACCEPTED = ", ".join(ADJOINT_DEFAULTS)
         ({"max_num_steps": 2.5}, TypeError, "max_num_steps must be a positive int, got 2.5"),
         ({"max_num_steps": True}, TypeError, "max_num_steps must be a positive int, got True"),
         (
+            {"max_num_steps": 2**63},
+            ValueError,
+            r"max_num_steps must be at most 2\*\*63 - 1 = 9223372036854775807",
+        ),
+        (
+            {"num_steps_between_checkpoints": 1e20},
+            ValueError,
+            r"num_steps_between_checkpoints must be at most 2\*\*63 - 1 .*got 1e\+20",
+        ),
+        (
             {"num_steps_between_checkpoints": -150},
             ValueError,
             "num_steps_between_checkpoints must be positive, got -150",

@@ -104,3 +104,23 @@ def test_auto_choice_by_size_density_and_fill():
     assert nm.choose_linear_solver("dense", big, 4 * big) == "dense"
     with pytest.raises(ValueError, match="linear_solver must be one of 'auto', 'dense', 'sparse'"):
         nm.choose_linear_solver("klu", 10, 10)
+
+
+def test_full_dense_structure_is_the_dense_structure_of_every_entry():
+    n = 5
+    rows = np.repeat(np.arange(n), n)
+    cols = np.tile(np.arange(n), n)
+    np.testing.assert_array_equal(nm.full_dense_structure(n), nm.dense_structure(n, rows, cols))
+    # factorised with the whole Jacobian written row by row, it solves (I - c J) x = b
+    rng = np.random.default_rng(3)
+    jac = rng.normal(size=(n, n))
+    structure = nm.full_dense_structure(n)
+    ints, floats = nm.new_newton_factor(structure)
+    ok, ints, floats = nm.factor_newton_matrix(
+        structure, ints, floats, jac.ravel(), 0.3, new_stats()
+    )
+    assert ok
+    b = rng.normal(size=n)
+    x = b.copy()
+    nm.solve_newton(structure, ints, floats, x, np.zeros(n))
+    np.testing.assert_allclose((np.eye(n) - 0.3 * jac) @ x, b, rtol=1e-12, atol=1e-12)

@@ -33,6 +33,13 @@ def decay():
         ({"absolute_tolerance": [1e-6, 1e-6]}, ValueError, r"absolute_tolerance .*shape \(1,\)"),
         ({"max_num_steps": 0}, ValueError, "max_num_steps must be positive"),
         ({"max_num_steps": 2.5}, TypeError, "max_num_steps must be a positive int"),
+        # counts beyond int64 (an OverflowError inside the solver before)
+        (
+            {"max_num_steps": 1e20},
+            ValueError,
+            r"max_num_steps must be at most 2\*\*63 - 1 .*1e\+20",
+        ),
+        ({"max_num_steps": 2**63}, ValueError, r"max_num_steps must be at most 2\*\*63 - 1"),
         ({"t0": 2.0}, ValueError, r"times must be >= t0 = 2.0"),
         ({"t0": float("inf")}, ValueError, "t0 must be finite"),
     ],
@@ -58,6 +65,21 @@ def test_bad_controls(decay, kwargs, error, match):
 def test_bad_arrays(decay, args, error, match):
     with pytest.raises(error, match=match):
         solve(decay, *args)
+
+
+def test_largest_step_count_is_accepted(decay):
+    result = solve(decay, [1.0], [1.0], [0.3], max_num_steps=2**63 - 1)
+    assert result.controls.max_num_steps == 2**63 - 1
+    assert result.y[0, 0] == pytest.approx(np.exp(-0.3), rel=1e-5)
+
+
+def test_complex_inputs_are_refused(decay):
+    with pytest.raises(TypeError, match=r"y0 must be real \(one value per state\)"):
+        solve(decay, np.array([1 + 1j]), [1.0], [0.3])
+    with pytest.raises(TypeError, match="params must be real"):
+        solve(decay, [1.0], [1.0], np.array([0.3 + 0j]))
+    with pytest.raises(TypeError, match="times must be real"):
+        solve(decay, [1.0], np.array([1.0 + 0j]), [0.3])
 
 
 def test_system_type_is_checked():

@@ -1,0 +1,207 @@
+"""A steady-state problem prepared once (kernels, laws, controls) and solved many times.
+
+:func:`pymc_odesens.steady_state` solves one; the PyMC Ops solve one per experiment and
+log-density evaluation, without validating again what the graph fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_odesens.codegen import compile_kernels, compile_sensitivity_kernel
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.sensitivity import steady_state_status as ss
+from pymc_odesens.sensitivity.steady_state_controls import SteadyStateControls
+from pymc_odesens.sensitivity.steady_state_errors import (
+    SteadyStateError,
+    SteadyStateNotReachedError,
+    SteadyStateSingularError,
+)
+from pymc_odesens.sensitivity.steady_state_linear import MIN_RECIPROCAL_CONDITION
+from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.compiled_entry import compiled_entry
+from pymc_odesens.solvers.errors import OdeSolverError
+
+__all__ = ["SteadyStateProblem", "SteadyStateRun", "steady_state_error"]
+
+
+@dataclass
+class SteadyStateRun:
+    """Outcome of one :meth:`SteadyStateProblem.find`.
+
+    Attributes
+    ----------
+    status : int
+        ``CONVERGED``, ``NOT_REACHED`` or ``INTEGRATION_FAILED``, or ``SINGULAR`` when the
+        implicit-function sensitivities were asked for and the Jacobian is singular.
+    z : numpy.ndarray
+        The steady state (with the integrated sensitivities after it, if asked for).
+    info : numpy.ndarray
+        :mod:`~pymc_odesens.sensitivity.steady_state_status` information slots.
+    stats : numpy.ndarray of int64
+    factors : tuple
+        ``(lu, pivots, scales)`` of the bordered Jacobian at the steady state.
+    """
+
+    status: int
+    z: np.ndarray
+    info: np.ndarray
+    stats: np.ndarray
+    factors: tuple
+
+    @property
+    def t(self) -> float:
+        return float(self.info[ss.INFO_TIME])
+
+    @property
+    def reciprocal_condition(self) -> float:
+        return float(self.info[ss.INFO_RCOND])
+
+    def stats_dict(self) -> dict[str, int]:
+        return {name: int(v) for name, v in zip(ss.STAT_NAMES, self.stats)}
+
+
+class SteadyStateProblem:
+    """The kernels, conservation laws and tolerance arrays of a system's steady states.
+
+    Parameters
+    ----------
+    system : OdeSystem
+    controls : SteadyStateControls
+    integrated_sensitivities : bool
+        Integrate the forward sensitivities (parameters and initial state) with the state
+        instead of computing them at the steady state.
+    """
+
+    def __init__(
+        self,
+        system: OdeSystem,
+        controls: SteadyStateControls,
+        integrated_sensitivities: bool = False,
+    ) -> None:
+        from pymc_odesens.sensitivity.steady_state_core import find_steady_state
+
+        n, n_p = system.n_states, system.n_params
+        self.system = system
+        self.controls = controls
+        self.kernels = compile_kernels(system)
+        laws = system.conservation_laws
+        self.laws = laws
+        self.cons = np.ascontiguousarray(laws.matrix, dtype=np.float64)
+        self.dependent = np.ascontiguousarray(laws.dependent, dtype=np.int64)
+        self.blocks = n_p + n if integrated_sensitivities else 0
+        if integrated_sensitivities:
+            self.rhs = compile_sensitivity_kernel(system, "both")
+            self.mode = ss.INTEGRATION
+        else:
+            self.rhs = self.kernels.rhs
+            self.mode = controls.mode
+        self.rtol = np.full(n * (1 + self.blocks), controls.relative_tolerance)
+        self.atol = np.tile(controls.absolute_tolerance, 1 + self.blocks)
+        self._entry = compiled_entry(find_steady_state)
+
+    def find(self, z0: np.ndarray, p_kernel: np.ndarray, t0: float) -> SteadyStateRun:
+        """Run the compiled routine from ``z0`` (the state, then sensitivity blocks if
+        integrated); ``p_kernel`` holds at least one entry."""
+        n = self.system.n_states
+        z = np.array(z0, dtype=np.float64)
+        lu = np.zeros((n, n))
+        pivots = np.zeros(n, dtype=np.int64)
+        scales = np.zeros(2 * n + 1)
+        stats = np.zeros(len(ss.STAT_NAMES), dtype=np.int64)
+        info = np.zeros(ss.INFO_SIZE)
+        c = self.controls
+        status = self._entry(
+            self.mode,
+            self.rhs,
+            self.kernels.jac_y,
+            float(t0),
+            z,
+            p_kernel,
+            self.cons,
+            self.dependent,
+            self.rtol,
+            self.atol,
+            n,
+            c.max_newton_iterations,
+            c.max_num_steps,
+            c.max_time,
+            int(c.nonnegative),
+            lu,
+            pivots,
+            scales,
+            stats,
+            info,
+        )
+        return SteadyStateRun(int(status), z, info, stats, (lu, pivots, scales))
+
+    def check_regular(self, run: SteadyStateRun) -> None:
+        """Mark ``run`` SINGULAR when its bordered Jacobian is (numerically) singular."""
+        if run.status == ss.CONVERGED and not run.reciprocal_condition >= MIN_RECIPROCAL_CONDITION:
+            run.status = ss.SINGULAR
+
+
+def steady_state_error(
+    status: int,
+    info: np.ndarray,
+    stats: dict,
+    system: OdeSystem,
+    controls: SteadyStateControls,
+) -> SteadyStateError | None:
+    """The exception that a status of the compiled routine stands for (None on success)."""
+    if status == ss.CONVERGED:
+        return None
+    residual = float(info[ss.INFO_RESIDUAL])
+    t = float(info[ss.INFO_TIME])
+    if status == ss.SINGULAR:
+        return SteadyStateSingularError(
+            _singular_message(system, t, float(info[ss.INFO_RCOND])),
+            residual_norm=residual,
+            t=t,
+            stats=stats,
+        )
+    newton = ss.NEWTON_OUTCOMES.get(int(info[ss.INFO_NEWTON]), "unknown")
+    message = (
+        f"no steady state of {system.name!r} reached (method {controls.method!r}): residual "
+        f"norm {residual:.3g} (needs < 1) at time {t:.6g} after "
+        f"{stats['n_newton_iterations']} Newton iterations and "
+        f"{stats['n_integration_steps']} integration steps; Newton: {newton}"
+    )
+    solver_status = int(info[ss.INFO_SOLVER_STATUS])
+    solver_info = np.asarray(info[ss.INFO_SOLVER : ss.INFO_SOLVER + st.INFO_SIZE])
+    cause = None
+    if solver_status == st.MAX_NUM_STEPS:
+        message += (
+            f"; integration used its budget of max_num_steps = {controls.max_num_steps} steps "
+            f"(at t = {solver_info[0]:.6g})"
+        )
+    elif solver_status != st.SUCCESS:
+        try:
+            st.raise_for_status(solver_status, solver_info, "bdf", system.states)
+        except OdeSolverError as error:
+            cause = error
+            message += f"; integration failed: {error}"
+    elif stats["n_horizons"]:
+        message += f"; integration reached max_time = {controls.max_time:g}"
+    error = SteadyStateNotReachedError(message, residual_norm=residual, t=t, stats=stats)
+    error.__cause__ = cause
+    return error
+
+
+def _singular_message(system: OdeSystem, t: float, rcond: float) -> str:
+    laws = system.conservation_laws
+    hint = (
+        f" J_y has {laws.unresolved} left null vector(s) at random points that are not "
+        "provable conservation laws (coefficients that depend on parameters, such as "
+        "compartment volumes?)"
+        if laws.unresolved
+        else " The steady state is not isolated, or a conservation law was not found"
+    )
+    return (
+        f"the steady state of {system.name!r} (reached at t = {t:.6g}) has a singular "
+        f"Jacobian on its {laws.n_laws} conservation law(s) (reciprocal condition "
+        f"{rcond:.2g} < {MIN_RECIPROCAL_CONDITION:g}), so the implicit function theorem "
+        f"gives no sensitivities.{hint}; sensitivity='integration' integrates them instead."
+    )

@@ -1,0 +1,330 @@
+"""Steady states in PyMC graphs: pre-equilibration, inf output times, steady_state_solution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+import pymc_odesens
+from pymc_odesens import (
+    ExplicitEvent,
+    OdeSystem,
+    Preequilibration,
+    SteadyStateNotReachedError,
+    ode_solution,
+    solve,
+    steady_state,
+    steady_state_solution,
+)
+
+P0 = np.array([0.1, 2.0, 1.0, 1.0, 3.0, 0.5])  # kb, ks, u, koff, kx, kxoff
+Y0 = np.array([1.0, 0.0, 2.0, 0.0])
+TIMES = np.array([0.0, 1.0, 5.0, np.inf])
+TIGHT = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
+TIGHT_STEADY = dict(relative_tolerance=1e-13, absolute_tolerance=1e-14)
+ROUTES = [("forward", {}), ("adjoint", {}), ("adjoint", {"adjoint_method": "discrete"})]
+
+
+def pathway_rhs(t, y, p):
+    """A receptor activated by a basal rate and a stimulus u, and a substrate it
+    phosphorylates: R + Rp and X + Xp are conserved."""
+    act = (p.kb + p.ks * p.u) * y.R - p.koff * y.Rp
+    xact = p.kx * y.Rp * y.X - p.kxoff * y.Xp
+    return [-act, act, -xact, xact]
+
+
+PATHWAY_NAMES = dict(states=["R", "Rp", "X", "Xp"], params=["kb", "ks", "u", "koff", "kx", "kxoff"])
+
+
+@pytest.fixture(scope="module")
+def pathway():
+    return OdeSystem(pathway_rhs, name="pathway", **PATHWAY_NAMES)
+
+
+def unstimulated(theta):
+    """The pre-equilibration setting: the same parameters without the stimulus."""
+    return pt.set_subtensor(theta[2], 0.0)
+
+
+def preequilibrated_objective(system, route, extra, mode="FAST_RUN"):
+    """``theta -> (L, dL/dtheta)`` with ``L`` a weighted sum of the solution after
+    pre-equilibration without the stimulus (times include inf)."""
+    theta = pt.dvector("theta")
+    y = ode_solution(
+        system,
+        Y0,
+        TIMES,
+        theta,
+        sensitivity=route,
+        on_failure="raise",
+        preequilibration=Preequilibration(unstimulated(theta)),
+        steady_state_controls=TIGHT_STEADY,
+        **TIGHT,
+        **extra,
+    )
+    weights = np.random.default_rng(0).normal(size=(TIMES.size, 4))
+    loss = (y * weights).sum()
+    return pytensor.function([theta], [loss, pytensor.grad(loss, theta)], mode=mode)
+
+
+@pytest.mark.parametrize("route, extra", ROUTES)
+def test_preequilibration_gradient_matches_central_differences(pathway, route, extra):
+    objective = preequilibrated_objective(pathway, route, extra)
+    _, gradient = objective(P0)
+    h = 1e-6
+    central = np.array(
+        [(objective(P0 + h * e)[0] - objective(P0 - h * e)[0]) / (2 * h) for e in np.eye(6)]
+    )
+    np.testing.assert_allclose(gradient, central, rtol=1e-5, atol=1e-7)
+    assert np.abs(gradient).min() > 1e-3  # every parameter matters, also u through the state
+
+
+@pytest.mark.parametrize(
+    "route, extra",
+    # the steady state is the same for every route: its gradient feeds the main Op's y0
+    # input, whose numba implementations test_numba_dispatch compares on every route
+    [ROUTES[0], pytest.param(*ROUTES[2], marks=pytest.mark.slow)],
+)
+def test_numba_mode_matches_python_mode(pathway, route, extra):
+    results = [
+        preequilibrated_objective(pathway, route, extra, mode)(P0) for mode in ("FAST_RUN", "NUMBA")
+    ]
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-13)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12, atol=1e-15)
+
+
+def test_preequilibration_and_inf_values(pathway):
+    theta = pt.dvector("theta")
+    reinitialize = np.array([False, False, True, False])
+    y0_main = np.array([1.0, 0.0, 5.0, 0.0])  # X is re-initialised to 5 after pre-equilibration
+    y = ode_solution(
+        pathway,
+        y0_main,
+        TIMES,
+        theta,
+        sensitivity="none",
+        on_failure="raise",
+        preequilibration=Preequilibration(unstimulated(theta), y0=Y0, reinitialize=reinitialize),
+        **TIGHT,
+    )
+    values = pytensor.function([theta], y)(P0)
+    p_pre = P0.copy()
+    p_pre[2] = 0.0
+    start = steady_state(pathway, Y0, p_pre).y
+    start[2] = 5.0
+    np.testing.assert_allclose(values[0], start, rtol=1e-12)
+    np.testing.assert_allclose(
+        values[1:3], solve(pathway, start, TIMES[1:3], P0, method="bdf", **TIGHT).y, rtol=1e-12
+    )
+    # inf: the steady state from the simulation's initial state with the main parameters
+    np.testing.assert_allclose(values[3], steady_state(pathway, start, P0).y, rtol=1e-12)
+    assert not np.allclose(values[3], steady_state(pathway, Y0, P0).y)  # the totals moved
+
+
+def test_inf_rows_per_experiment(pathway):
+    params = pt.dmatrix("params")
+    times = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, np.inf]])
+    y = ode_solution(
+        pathway,
+        Y0,
+        times,
+        pt.specify_shape(params, (2, 6)),
+        on_failure="raise",
+        sensitivity="forward",
+        **TIGHT,
+    )
+    p_rows = np.array([P0, P0 * 1.5])
+    values = pytensor.function([params], y)(p_rows)
+    # (forward sensitivities take part in the error test: other steps than a plain solve)
+    np.testing.assert_allclose(
+        values[0], solve(pathway, Y0, times[0], P0, method="bdf", **TIGHT).y, rtol=1e-8
+    )
+    np.testing.assert_allclose(values[1, 2], steady_state(pathway, Y0, P0 * 1.5).y, rtol=1e-12)
+
+
+def test_preequilibration_from_initial_state_of_parameters_and_batches():
+    system = OdeSystem(
+        pathway_rhs, name="pathway_y0p", initial_state=lambda p: [p.koff, 0, 2, 0], **PATHWAY_NAMES
+    )
+    p_pre = pt.dmatrix("p_pre")
+    theta = pt.dvector("theta")
+    y = ode_solution(
+        system,
+        None,
+        [0.0, 2.0],
+        theta,
+        on_failure="raise",
+        sensitivity="forward",
+        preequilibration=Preequilibration(pt.specify_shape(p_pre, (2, 6))),
+        **TIGHT,
+    )
+    loss = y[:, -1, 1].sum()
+    f = pytensor.function([theta, p_pre], [y, *pytensor.grad(loss, [theta, p_pre])])
+    pre_values = np.array([P0 * [1, 1, 0, 1, 1, 1], P0 * [1, 1, 0, 2, 1, 1]])
+    values, grad_theta, grad_pre = f(P0, pre_values)
+    assert values.shape == (2, 2, 4)
+    for e in range(2):  # pre-equilibration starts from y0(p_pre): R = koff of that row
+        start = steady_state(system, None, pre_values[e]).y
+        np.testing.assert_allclose(values[e, 0], start, rtol=1e-12)
+        np.testing.assert_allclose(start[0] + start[1], pre_values[e, 3], rtol=1e-12)
+    h = 1e-6
+    bump = np.zeros_like(pre_values)
+    bump[1, 3] = h
+    central = (
+        f(P0, pre_values + bump)[0][:, -1, 1].sum() - f(P0, pre_values - bump)[0][:, -1, 1].sum()
+    ) / (2 * h)
+    np.testing.assert_allclose(grad_pre[1, 3], central, rtol=1e-6)
+    assert grad_theta.shape == (6,) and np.abs(grad_pre[1, 3]) > 1e-3
+    # the steady state alone from y0(p), in both modes
+    y_star = steady_state_solution(system, None, theta, on_failure="raise")
+    outputs = [y_star, pytensor.grad(y_star[1], theta)]
+    results = [pytensor.function([theta], outputs, mode=m)(P0) for m in ("FAST_RUN", "NUMBA")]
+    reference = steady_state(system, None, P0)
+    for value, gradient in results:
+        np.testing.assert_allclose(value, reference.y, rtol=1e-13)
+        np.testing.assert_allclose(gradient, reference.S[1], rtol=1e-10, atol=1e-14)
+    assert abs(results[0][1][3]) > 1e-3  # koff sets the total R + Rp through y0(p)
+
+
+def test_steady_state_solution_gradient_is_the_implicit_adjoint(pathway):
+    theta = pt.dvector("theta")
+    start = pt.dvector("start")
+    y_star = steady_state_solution(pathway, start, theta, on_failure="raise")
+    w = np.array([0.5, -1.0, 2.0, 0.25])
+    outputs = [y_star, *pytensor.grad((y_star * w).sum(), [theta, start])]
+    results = [
+        pytensor.function([theta, start], outputs, mode=m)(P0, Y0) for m in ("FAST_RUN", "NUMBA")
+    ]
+    reference = steady_state(pathway, Y0, P0)
+    gradient = reference.vjp(w)
+    for values in results:
+        np.testing.assert_allclose(values[0], reference.y, rtol=1e-13)
+        np.testing.assert_allclose(values[1], gradient.params, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(values[2], gradient.y0, rtol=1e-10, atol=1e-14)
+    assert np.abs(results[0][2]).max() > 0.1  # through the conserved totals
+
+
+def test_model_gradient_through_preequilibration(pathway):
+    # inside a model the failure flags feed a potential: the gradient must still build
+    with pm.Model() as model:
+        k = pm.LogNormal("k", 0.0, 1.0, shape=5)
+        stimulated = pt.stack([k[0], k[1], 1.0, k[2], k[3], k[4]])
+        y = ode_solution(
+            pathway,
+            Y0,
+            TIMES,
+            stimulated,
+            **TIGHT,
+            preequilibration=Preequilibration(pt.set_subtensor(stimulated[2], 0.0)),
+            steady_state_controls=TIGHT_STEADY,
+        )
+        pm.Normal("obs", y[:, 3], 0.05, observed=[0.3, 1.2, 1.5, 1.55])
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    x = np.log(np.array([0.1, 2.0, 1.0, 3.0, 0.5]))
+    h = 1e-6
+    central = [
+        (logp({"k_log__": x + h * e}) - logp({"k_log__": x - h * e})) / (2 * h) for e in np.eye(5)
+    ]
+    np.testing.assert_allclose(dlogp({"k_log__": x}), central, rtol=1e-5)
+
+
+def lotka_volterra():
+    return OdeSystem(
+        lambda t, y, p: [p[0] * y[0] - p[1] * y[0] * y[1], p[2] * y[0] * y[1] - p[3] * y[1]],
+        2,
+        4,
+        name="lotka_volterra",
+    )
+
+
+NO_STEADY = dict(method="integration", max_num_steps=300)
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+def test_failed_preequilibration_rejects_the_proposal(mode):
+    pymc_odesens.reset_failure_counts()
+    with pm.Model() as model:
+        a = pm.LogNormal("a", 0.0, 0.1)
+        y = ode_solution(
+            lotka_volterra(),
+            [1.0, 1.0],
+            [1.0],
+            [a, 1.0, 1.0, 3.0],
+            preequilibration=Preequilibration([a, 1.0, 1.0, 3.0]),
+            steady_state_controls=NO_STEADY,
+        )
+        pm.Normal("obs", y[0, 0], 0.1, observed=1.0)
+    assert "lotka_volterra_solver_failed" in model.named_vars
+    logp = pytensor.function(model.value_vars, model.logp(), mode=mode)
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match="SteadyStateNotReachedError"):
+        assert logp(0.0) == -np.inf
+    assert pymc_odesens.failure_counts()["SteadyStateNotReachedError"] == 1
+    if mode == "FAST_RUN":  # (the numba VJP skips failed experiments the same way)
+        dlogp = pytensor.function(
+            model.value_vars, pytensor.grad(model.logp(), model.value_vars), mode=mode
+        )
+        assert np.all(np.isfinite(dlogp(0.0)))  # a rejected proposal: zero, finite gradients
+
+
+def test_ops_pickle_without_their_compiled_kernels(pathway):
+    import pickle
+
+    theta = pt.dvector("theta")
+    y_star = steady_state_solution(pathway, Y0, theta, on_failure="raise")
+    op = y_star.owner.inputs[0].owner.op
+    assert "problem" in op.spec.__dict__  # prepared when the graph was built
+    clone = pickle.loads(pickle.dumps(op))
+    assert "problem" not in clone.spec.__dict__
+    np.testing.assert_array_equal(clone.spec.problem.cons, op.spec.problem.cons)
+
+
+def test_failure_outside_a_model_raises():
+    a = pt.dscalar("a")
+    y = ode_solution(
+        lotka_volterra(),
+        [1.0, 1.0],
+        [1.0, np.inf],
+        [a, 1.0, 1.0, 3.0],
+        steady_state_controls=NO_STEADY,
+    )
+    with pytest.raises(SteadyStateNotReachedError, match="max_num_steps = 300"):
+        pytensor.function([a], y)(1.5)
+
+
+def test_bad_arguments_fail_when_the_graph_is_built(pathway):
+    theta = pt.dvector("theta")
+
+    def build(times=TIMES, y0=Y0, **kwargs):
+        return ode_solution(pathway, y0, times, theta, on_failure="raise", **kwargs)
+
+    with pytest.raises(TypeError, match="must be a pymc_odesens.Preequilibration"):
+        build(preequilibration={"params": theta})
+    with pytest.raises(ValueError, match=r"reinitialize must be a boolean array of shape \(4,\)"):
+        build(preequilibration=Preequilibration(theta, reinitialize=[1, 0, 0, 0]))
+    with pytest.raises(ValueError, match="reinitialize takes the re-initialised states from y0"):
+        build(
+            y0=None,
+            preequilibration=Preequilibration(
+                theta, y0=Y0, reinitialize=np.array([True, False, False, False])
+            ),
+        )
+    with pytest.raises(ValueError, match="inf .the steady state. may only be followed by inf"):
+        build(times=[0.0, np.inf, 1.0])
+    with pytest.raises(TypeError, match=r"unknown steady-state control\(s\) \['tolerance'\]"):
+        build(steady_state_controls={"tolerance": 1e-6})
+    with pytest.raises(TypeError, match="steady_state_controls apply to pre-equilibration"):
+        build(times=[0.0, 1.0], steady_state_controls={"method": "newton"})
+    with pytest.raises(ValueError, match="the experiment axes disagree"):
+        build(times=[[0.0, 1.0]] * 3, preequilibration=Preequilibration(np.tile(P0, (2, 1))))
+    dosed = OdeSystem(
+        lambda t, y, p: [-p[0] * y[0]],
+        1,
+        1,
+        name="dosed",
+        events=[ExplicitEvent(times=[1.0], affect=lambda t, y, p: [y[0] + 1.0])],
+    )
+    with pytest.raises(ValueError, match="systems with events are not supported"):
+        ode_solution(dosed, [1.0], [0.0, np.inf], [pt.dscalar("k")], on_failure="raise")
