@@ -99,6 +99,23 @@ EVERY_ROUTE = textwrap.dedent(
     times = np.linspace(0.0, ball.t_end, 5)[1:]
     routes("ball", ball, ball.x0, times, ball.p_nominal, 0.0, "dense")
 
+    from pymc_odesens.model import TriggerEvent
+
+    logic = OdeSystem(
+        lambda t, y, p: [-p.k * y.x, 0.0, 0.0],
+        states=["x", "a", "b"],
+        params=["k"],
+        events=[
+            TriggerEvent(lambda t, y, p: (y.x < 0.5) ^ (t > 2.0),
+                         lambda t, y, p: {"a": y.a + p.k}, priority=lambda t, y, p: y.x,
+                         name="xor"),
+            TriggerEvent(lambda t, y, p: (y.x < 0.2) | (t > 3.0),
+                         lambda t, y, p: {"b": y.b + y.x}, name="or"),
+        ],
+        name="cache_trigger_logic",
+    )
+    routes("logic", logic, [1.0, 0.0, 0.0], [0.5, 1.0, 2.5, 4.0], [1.0], 0.0, "dense")
+
     decay = OdeSystem(lambda t, y, p: [-p[0] * y[0], p[0] * y[0] - p[1] * y[1]], 2, 2,
                       initial_state=lambda p: [p[1], 0.0], name="decay_y0p")
     routes("decay", decay, None, [0.5, 1.0], [1.0, 2.0], 0.0, "dense")
@@ -144,6 +161,11 @@ def test_second_process_generates_and_compiles_nothing(tmp_path):
         "event_jump",
         "event_adjoint_jump",
         "event_time_sensitivity",
+        "event_condition_rates",
+        "event_times",
+        "event_triggers",
+        "event_priorities",
+        "event_time_gradient",
         "observable_jac_y",
         "initial_state",
         "initial_state_jac",
