@@ -1,11 +1,21 @@
-"""Where code generation time goes with the numba-source backend (kernels of every route).
+"""Where code generation and compile time go, kernel by kernel (the llvmlite backend).
 
-Usage: ``python benchmarks/profile_codegen.py <model or N> rhs,jac_y,sens,adjoint`` with a
-reference model name (../shared/models) or a size of the synthetic mass-action network.
-Prints one JSON line: seconds of sympy differentiation, CSE + printing per kernel, and
-numba's compile per kernel (total, and the part under numba's LLVM lock; the rest is
-numba's typing and lowering). The results of the numba-source backend are kept in
-results/codegen_profile_numba_backend.json.
+Usage: ``python benchmarks/profile_codegen.py <model or N> [rhs,jac_y_values,sens,adjoint]``
+with a reference model name (../shared/models) or a size of the synthetic mass-action
+network. Prints one JSON line with seconds per stage, in one process, nothing read from or
+written to the kernel cache:
+
+- ``construct``: the ``OdeSystem``; ``sympy_J_y`` / ``sympy_J_p``: the non-zeros of the
+  Jacobians (only the symbols an expression contains are differentiated);
+- per kernel: ``source`` (canonical symbols, sympy CSE, printing into the kernel language),
+  ``ir`` (the kernel language translated to LLVM IR, :mod:`pymc_odesens.codegen.llvm_emitter`),
+  ``llvm`` (LLVM's code generation into object code,
+  :func:`pymc_odesens.codegen.machine_code.compile_object`), ``load`` (the object code
+  loaded into the process), and the sizes of source and IR.
+
+The numbers of the earlier numba-source backend (sympy -> Python source -> ``numba.cfunc``)
+are kept in results/codegen_profile_numba_backend.json; those of this backend in
+results/codegen_profile.json (``--write``).
 """
 
 from __future__ import annotations
@@ -18,82 +28,76 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numba  # noqa: E402
-from numba.core import event  # noqa: E402
+from pymc_odesens.codegen.adjoint_source import adjoint_module_source  # noqa: E402
+from pymc_odesens.codegen.kernel_source import kernel_sources  # noqa: E402
+from pymc_odesens.codegen.llvm_emitter import function_definitions, kernel_ir  # noqa: E402
+from pymc_odesens.codegen.machine_code import compile_object, load_object  # noqa: E402
+from pymc_odesens.codegen.sensitivity_source import sensitivity_module_source  # noqa: E402
 
-from pymc_odesens.codegen import adjoint_source, kernel_source, sensitivity_source  # noqa: E402
-from pymc_odesens.codegen.printer import KernelPrinter  # noqa: E402
-from pymc_odesens.codegen.signature import KERNEL_SIGNATURE  # noqa: E402
+DEFAULT_KERNELS = ("rhs", "jac_y_values", "sens", "adjoint")
 
 
 def load_system(which: str):
+    """A reference model by name, or the mass-action network of that many species."""
     if which.isdigit():
         from mass_action_network import mass_action_network
 
         return mass_action_network(int(which))
     from pymc_odesens import OdeSystem
 
-    models = os.environ.get("PYMC_ODESENS_MODELS_DIR", "/work/shared/models")
+    shared = os.environ.get("PYMC_ODESENS_SHARED_DIR", "/work/shared")
+    models = os.environ.get("PYMC_ODESENS_MODELS_DIR", f"{shared}/models")
     return OdeSystem.from_json(f"{models}/{which}.json")
 
 
-def main(which: str, stages: list[str]) -> dict:
+def profile(which: str, kernels: list[str]) -> dict:
+    """Seconds of each stage of code generation for the kernels ``kernels`` of ``which``."""
     res: dict = {"model": which}
 
-    def tic(key, fn):
+    def tic(key, fn, into=res):
         start = time.perf_counter()
         out = fn()
-        res[key] = round(time.perf_counter() - start, 3)
-        print(key, res[key], file=sys.stderr, flush=True)
+        into[key] = round(time.perf_counter() - start, 3)
         return out
 
     system = tic("construct", lambda: load_system(which))
     res.update(N=system.n_states, P=system.n_params)
-    tic("sympy_J_y", lambda: system.J_y)
-    tic("sympy_J_p", lambda: system.J_p)
-    res["nnz_J_y"] = sum(1 for e in system.J_y if e != 0)
-    res["nnz_J_p"] = sum(1 for e in system.J_p if e != 0)
-
-    def numba_compile(label: str, source: str, names: list[str]) -> None:
-        namespace: dict = {}
-        source = source.replace("cache=True, ", "")
-        llvm = [0.0]
-        start = time.perf_counter()
-        with event.install_timer("numba:llvm_lock", lambda dt: llvm.__setitem__(0, llvm[0] + dt)):
-            exec(compile(source, label, "exec"), namespace)  # decorated kernels compile here
-            for name in names:
-                if not hasattr(namespace[name], "address"):
-                    numba.cfunc(KERNEL_SIGNATURE, error_model="numpy")(namespace[name])
-        total = time.perf_counter() - start
-        res[f"numba_{label}"] = {"total": round(total, 3), "llvm": round(llvm[0], 3)}
-        print(label, res[f"numba_{label}"], file=sys.stderr, flush=True)
-
-    expressions = tic("sympy_canonical_and_list", lambda: kernel_source.kernel_expressions(system))
-    for name in [s for s in stages if s in ("rhs", "jac_y")]:
-        source = tic(
-            f"cse_print_{name}",
-            lambda name=name: kernel_source.kernel_function_source(
-                name, expressions[name], KernelPrinter(), decorated=False
-            ),
-        )
-        res[f"source_chars_{name}"] = len(source)
-        header = kernel_source.HEADER.format(version="x", name="x", fingerprint="x")
-        numba_compile(name, header + source, [name])
-    if "sens" in stages:
-        source = tic(
-            "sympy_source_sens_params",
-            lambda: sensitivity_source.sensitivity_module_source(system, "params"),
-        )
-        res["source_chars_sens"] = len(source)
-        numba_compile("sens", source, ["sens_rhs"])
-    if "adjoint" in stages:
-        source = tic("sympy_source_adjoint", lambda: adjoint_source.adjoint_module_source(system))
-        res["source_chars_adjoint"] = len(source)
-        numba_compile("adjoint", source, ["adjoint_rhs", "adjoint_jac"])
+    res["nnz_J_y"] = tic("sympy_J_y", lambda: len(system.J_y_nonzeros))
+    res["nnz_J_p"] = tic("sympy_J_p", lambda: len(system.J_p_nonzeros))
+    basic = kernel_sources(system)
+    modules = {
+        "sens": lambda: sensitivity_module_source(system, "params"),
+        "adjoint": lambda: adjoint_module_source(system),
+    }
+    for label in kernels:
+        stages: dict = {}
+        make_source = basic[label] if label in basic else modules[label]
+        source = tic("source", make_source, stages)
+        stages["source_chars"] = len(source)
+        definitions = function_definitions(source)
+        for name, function in definitions.items():
+            symbol = f"profile_{which}_{name}"
+            ir = tic(f"ir_{name}", lambda f=function, s=symbol: kernel_ir(f, s), stages)
+            stages[f"ir_chars_{name}"] = len(ir)
+            data = tic(f"llvm_{name}", lambda ir=ir: compile_object(ir), stages)
+            tic(f"load_{name}", lambda d=data, s=symbol: load_object(d, [s]), stages)
+        stages["total"] = round(sum(v for k, v in stages.items() if "chars" not in k), 3)
+        res[label] = stages
+        print(label, stages, file=sys.stderr, flush=True)
     res["max_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
     return res
 
 
 if __name__ == "__main__":
-    stage_list = sys.argv[2].split(",") if len(sys.argv) > 2 else ["rhs", "jac_y"]
-    print(json.dumps(main(sys.argv[1], stage_list)))
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    kernel_list = args[1].split(",") if len(args) > 1 else list(DEFAULT_KERNELS)
+    result = profile(args[0], kernel_list)
+    print(json.dumps(result))
+    if "--write" in sys.argv:
+        from common import RESULTS_DIR, load_average
+
+        path = RESULTS_DIR / "codegen_profile.json"
+        stored = json.loads(path.read_text()) if path.exists() else {"profiles": {}}
+        stored["what"] = __doc__.splitlines()[0]
+        stored["profiles"][args[0]] = {**result, "load_average_1min": load_average()}
+        path.write_text(json.dumps(stored, indent=1))
