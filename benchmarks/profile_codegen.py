@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source  # noqa: E402
 from pymc_odesens.codegen.kernel_source import kernel_sources  # noqa: E402
+from pymc_odesens.codegen.kernels import _ensure_externals, _external_calls  # noqa: E402
 from pymc_odesens.codegen.llvm_emitter import function_definitions, kernel_ir  # noqa: E402
 from pymc_odesens.codegen.machine_code import compile_object, load_object  # noqa: E402
 from pymc_odesens.codegen.sensitivity_source import sensitivity_module_source  # noqa: E402
@@ -80,6 +81,7 @@ def profile(which: str, kernels: list[str]) -> dict:
             ir = tic(f"ir_{name}", lambda f=function, s=symbol: kernel_ir(f, s), stages)
             stages[f"ir_chars_{name}"] = len(ir)
             data = tic(f"llvm_{name}", lambda ir=ir: compile_object(ir), stages)
+            _ensure_externals(_external_calls(function))  # the adjoint's trajectory reader
             tic(f"load_{name}", lambda d=data, s=symbol: load_object(d, [s]), stages)
         stages["total"] = round(sum(v for k, v in stages.items() if "chars" not in k), 3)
         res[label] = stages
