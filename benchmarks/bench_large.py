@@ -460,6 +460,16 @@ def _seconds(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _slower_than_amici(nets: dict, ratio: str) -> list[str]:
+    """``N=<n> <route>`` where AMICI's time over ours (``ratio``) is below 1."""
+    return [
+        f"N={n} {mode}"
+        for n, e in nets.items()
+        for mode in ("plain", "forward", "adjoint")
+        if e["sparse"][mode].get(ratio) is not None and e["sparse"][mode][ratio] < 1.0
+    ]
+
+
 def _goals(results: dict) -> None:
     nets = results["networks"]
     lines = ["\nGoals"]
@@ -472,13 +482,7 @@ def _goals(results: dict) -> None:
                 f"  N=500 construction to first solve: cold {sum(cold):.1f} s (goal < 60), "
                 f"warm {sum(warm):.2f} s (goal < 2)"
             )
-    slower = [
-        f"N={n} {mode}"
-        for n, e in nets.items()
-        for mode in ("plain", "forward", "adjoint")
-        if e["sparse"][mode].get("amici_over_ours") is not None
-        and e["sparse"][mode]["amici_over_ours"] < 1.0
-    ]
+    slower = _slower_than_amici(nets, "amici_over_ours")
     without = [n for n, e in nets.items() if not e.get("amici")]
     if without:
         lines.append(f"  no AMICI comparison at N = {', '.join(without)} (see the results file)")
@@ -486,13 +490,7 @@ def _goals(results: dict) -> None:
         "  every timed route faster than AMICI's C++ call: "
         + ("yes" if not slower else f"no ({', '.join(slower)})")
     )
-    slower_cpu = [
-        f"N={n} {mode}"
-        for n, e in nets.items()
-        for mode in ("plain", "forward", "adjoint")
-        if e["sparse"][mode].get("amici_cpu_over_ours") is not None
-        and e["sparse"][mode]["amici_cpu_over_ours"] < 1.0
-    ]
+    slower_cpu = _slower_than_amici(nets, "amici_cpu_over_ours")
     lines.append(
         "  every timed route faster than AMICI's reported integration CPU time: "
         + ("yes" if not slower_cpu else f"no ({', '.join(slower_cpu)})")
