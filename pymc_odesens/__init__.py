@@ -22,6 +22,7 @@ from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
     FisherInformationResult,
+    NonFiniteSensitivityError,
     SensitivityResult,
     SteadyStateError,
     SteadyStateGradient,
@@ -61,6 +62,8 @@ _LAZY = {
     "reset_failure_counts": "pymc_odesens.pymc",
     "Preequilibration": "pymc_odesens.pymc",
     "steady_state_solution": "pymc_odesens.pymc",
+    "pbs_branch_counts": "pymc_odesens.pymc",
+    "pbs_branch_summary": "pymc_odesens.pymc",
 }
 _LAZY_MODULES = ("stan", "pymc")
 
@@ -89,6 +92,8 @@ __all__ = [
     "steady_state_solution",
     "Preequilibration",
     "choose_sensitivity_route",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
     "failure_counts",
     "failure_summary",
     "reset_failure_counts",
@@ -122,5 +127,6 @@ __all__ = [
     "EventAccumulationError",
     "EventSensitivityError",
     "NonFiniteInputError",
+    "NonFiniteSensitivityError",
 ]
 __version__ = "0.1.0"

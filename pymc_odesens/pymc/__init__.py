@@ -2,6 +2,7 @@
 
 from pymc_odesens.pymc import (
     numba_dispatch,  # noqa: F401  (registers the numba Ops)
+    numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
 from pymc_odesens.pymc.failures import (
@@ -16,6 +17,7 @@ from pymc_odesens.pymc.ode_solution import (
     choose_sensitivity_route,
     ode_solution,
 )
+from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
 from pymc_odesens.pymc.smmala import SMMALA
 from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
 
@@ -31,4 +33,6 @@ __all__ = [
     "reset_failure_counts",
     "fisher_information_tensor",
     "SMMALA",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
 ]

@@ -21,18 +21,22 @@ from pymc_odesens.sensitivity.discrete_adjoint import (
     DISCRETE_ADJOINT_SIGNATURE,
     discrete_adjoint_backward,
 )
+from pymc_odesens.sensitivity.pbs_march import MARCH_SIGNATURE, march_sensitivities
 from pymc_odesens.solvers.hybrid import (
     EXPLICIT_SCHEDULE_SIGNATURE,
     HYBRID_SIGNATURE,
     explicit_schedule,
     integrate_hybrid,
 )
+from pymc_odesens.solvers.runge_kutta import RK_SIGNATURE, integrate_explicit_rk
 
 __all__ = [
     "integrate_hybrid_entry",
     "explicit_schedule_entry",
     "backward_pass_entry",
     "discrete_adjoint_entry",
+    "integrate_explicit_rk_entry",
+    "march_sensitivities_entry",
 ]
 
 
@@ -264,4 +268,117 @@ def discrete_adjoint_entry(
         p_bar,
         stats,
         info,
+    )
+
+
+@cfunc(RK_SIGNATURE, cache=True)
+def integrate_explicit_rk_entry(
+    rhs,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_err,
+    method,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    rec_dense,
+    events,
+    directions,
+    g_zero,
+    t_stop,
+    event_out,
+    z_event,
+    y_out,
+    stats,
+    info,
+):
+    """:func:`pymc_odesens.solvers.runge_kutta.integrate_explicit_rk` behind a C address
+    (the PBS routes record ``rk45``'s continuous extension, which the hybrid driver does not)."""
+    return integrate_explicit_rk(
+        rhs,
+        t0,
+        y0,
+        p,
+        times,
+        rtol,
+        atol,
+        max_num_steps,
+        n_state,
+        n_err,
+        method,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
+        rec_dense,
+        events,
+        directions,
+        g_zero,
+        t_stop,
+        event_out,
+        z_event,
+        y_out,
+        stats,
+        info,
+    )
+
+
+@cfunc(MARCH_SIGNATURE, cache=True)
+def march_sensitivities_entry(
+    algorithm,
+    rhs,
+    jac_y,
+    jac_p,
+    p,
+    n_forced,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_dense,
+    n_rec,
+    kind,
+    times,
+    s0,
+    controls,
+    norm_kind,
+    test_both,
+    exp_trapezoid,
+    s_out,
+    branch,
+    substeps,
+    counters,
+):
+    """:func:`pymc_odesens.sensitivity.pbs_march.march_sensitivities` behind a C address."""
+    return march_sensitivities(
+        algorithm,
+        rhs,
+        jac_y,
+        jac_p,
+        p,
+        n_forced,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_dense,
+        n_rec,
+        kind,
+        times,
+        s0,
+        controls,
+        norm_kind,
+        test_both,
+        exp_trapezoid,
+        s_out,
+        branch,
+        substeps,
+        counters,
     )

@@ -80,6 +80,7 @@ __all__ = [
     "DORMAND_PRINCE",
     "CASH_KARP",
     "RK_METHOD_IDS",
+    "RK_SIGNATURE",
 ]
 
 DORMAND_PRINCE = 0
@@ -161,7 +162,7 @@ CK_E = np.array(
     ]
 )
 
-_SIGNATURE = types.int64(
+RK_SIGNATURE = types.int64(
     KERNEL_TYPE,  # rhs
     types.float64,  # t0
     types.float64[::1],  # y0
@@ -297,7 +298,7 @@ def _cash_karp_substep(rhs, t, y, k, p, v, h_sub, k_sub, y_stage, out):
         out[i] = y[i] + h_sub * acc
 
 
-@njit(_SIGNATURE, cache=True, nogil=True)
+@njit(RK_SIGNATURE, cache=True, nogil=True)
 def integrate_explicit_rk(
     rhs,
     t0,
