@@ -1,7 +1,7 @@
 """Generated kernels of observables ``h(t, y, p)`` and their exact Jacobians.
 
 For M observables (sympy expressions in a system's time, state and parameter
-symbols) one cached module holds three cfuncs with the shared kernel
+symbols) one cached module holds three kernels with the shared kernel
 signature (:mod:`pymc_odesens.codegen.signature`; ``v`` is unused):
 
 - ``observable``: ``out[m] = h_m`` (M),
@@ -21,21 +21,14 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import sympy as sp
 
-from pymc_odesens.codegen.cache import GENERATION_LOCK
-from pymc_odesens.codegen.kernel_source import (
-    CFUNC_OPTIONS,
-    CODEGEN_VERSION,
-    HEADER,
-    kernel_function_source,
-)
+from pymc_odesens.codegen.kernel_source import header, kernel_function_source
 from pymc_odesens.codegen.kernels import kernel_cache_key, load_generated_module
 from pymc_odesens.codegen.printer import KernelPrinter
-from pymc_odesens.codegen.signature import KERNEL_SIGNATURE
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.derivatives import jacobian_nonzeros
 
 __all__ = [
     "OBSERVABLE_CODEGEN_VERSION",
@@ -46,7 +39,7 @@ __all__ = [
     "observable_module_source",
 ]
 
-OBSERVABLE_CODEGEN_VERSION = "1"
+OBSERVABLE_CODEGEN_VERSION = "2"
 """Bump when the generated observable code changes (invalidates cached modules)."""
 
 
@@ -56,7 +49,7 @@ class ObservableKernels:
 
     Attributes
     ----------
-    value, jac_y, jac_p : numba CFunc
+    value, jac_y, jac_p : pymc_odesens.codegen.machine_code.Kernel
         ``h`` (M), ``dh/dy`` (M x N) and ``dh/dp`` (M x P), row-major.
     n_observables, n_states, n_params : int
     """
@@ -85,18 +78,26 @@ def observable_module_source(system: OdeSystem, expressions: Sequence[sp.Expr]) 
     """
     n, p = system.n_states, system.n_params
     exprs = [sp.sympify(e) for e in expressions]
-    jac_y = [sp.diff(h, system.state_symbols[i]) for h in exprs for i in range(n)]
-    jac_p = [sp.diff(h, system.param_symbols[k]) for h in exprs for k in range(p)]
+    m = len(exprs)
     printer = KernelPrinter()
-    header = HEADER.format(
-        version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint
-    )
+
+    def jacobian(name: str, symbols, width: int) -> str:
+        # only the symbols an observable contains are differentiated (row-major order)
+        entries = jacobian_nonzeros(exprs, symbols)
+        return kernel_function_source(
+            name,
+            _canonical(system, list(entries.values())),
+            printer,
+            positions=[row * width + col for row, col in entries],
+            size=m * width,
+        )
+
     parts = [
-        header,
-        f"# {len(exprs)} observables (observable codegen {OBSERVABLE_CODEGEN_VERSION})",
+        header(system),
+        f"# {m} observables (observable codegen {OBSERVABLE_CODEGEN_VERSION})",
         kernel_function_source("observable", _canonical(system, exprs), printer),
-        kernel_function_source("observable_jac_y", _canonical(system, jac_y), printer),
-        kernel_function_source("observable_jac_p", _canonical(system, jac_p), printer),
+        jacobian("observable_jac_y", system.state_symbols, n),
+        jacobian("observable_jac_p", system.param_symbols, p),
     ]
     return "\n".join(parts) + "\n"
 
@@ -139,7 +140,7 @@ def compile_observable_kernels(
 
 
 def compile_observable_values(system: OdeSystem, expressions: Sequence[sp.Expr]):
-    """The cfunc ``out[m] = h_m(t, y, p)`` alone (no Jacobians): generated, cached, compiled.
+    """The kernel ``out[m] = h_m(t, y, p)`` alone (no Jacobians): generated, cached, compiled.
 
     For reading variables off a solution (:meth:`pymc_odesens.solvers.OdeSolution.evaluate`),
     which needs the values only, so that it pays one compile instead of three.
@@ -150,21 +151,12 @@ def compile_observable_values(system: OdeSystem, expressions: Sequence[sp.Expr])
     key = observables_key(system, expressions) + "_values"
 
     def source() -> str:
-        header = HEADER.format(
-            version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint
-        )
         body = kernel_function_source(
-            "observable", _canonical(system, expressions), KernelPrinter(), decorated=False
+            "observable", _canonical(system, expressions), KernelPrinter()
         )
-        return "\n".join([header, f"# {len(expressions)} observable values", body]) + "\n"
+        return "\n".join([header(system), f"# {len(expressions)} observable values", body]) + "\n"
 
-    module = load_generated_module(key, source)
-    with GENERATION_LOCK:
-        kernel = getattr(module, "observable_cfunc", None)
-        if kernel is None:
-            kernel = numba.cfunc(KERNEL_SIGNATURE, **CFUNC_OPTIONS)(module.observable)
-            module.observable_cfunc = kernel
-    return kernel
+    return load_generated_module(key, source).observable
 
 
 def evaluate_observable_kernel(kernel, t: float, y, p, size: int) -> np.ndarray:
