@@ -38,12 +38,12 @@ def problem_yaml(name: str):
     return path
 
 
-# not run: measured, the numba compilation of Chen's kernels (504 states, 155 estimated
-# parameters) exceeded an 8 GB address-space limit after 8.7 minutes (MemoryError, 6.7 GB
-# resident; unlimited, the test process reached 18 GB and was killed). The compile scaling
-# work (generated kernels through llvmlite, sparse LU) is what it waits for.
+# not run: measured, with the llvmlite kernels its code compiles in 32 s (0.7 GB resident;
+# with numba it ended in MemoryError at 8 GB), but the bdf integration at AMICI's
+# tolerances (1e-8, 1e-16) stops with a step-size underflow at t = 1799.99 (h = 1.6e-12,
+# largest weighted error in state c2): not yet investigated.
 NOT_RUN = {
-    "Chen_MSB2009": "kernel compilation of 504 states exceeds 8 GB of memory "
+    "Chen_MSB2009": "bdf step-size underflow at t = 1799.99 at AMICI's tolerances "
     "(docs/petab.md, 'The benchmark collection')",
 }
 
