@@ -12,6 +12,12 @@ from pymc_odesens.solvers.controls import SolverControls, resolve_controls, vali
 from pymc_odesens.solvers.errors import NonFiniteInputError
 from pymc_odesens.solvers.integrate import EventLog, integrate, integrate_events
 from pymc_odesens.solvers.status import stats_dict
+from pymc_odesens.solvers.summary import (
+    names_summary,
+    stats_summary,
+    times_summary,
+    tolerance_summary,
+)
 
 __all__ = ["OdeProblem", "OdeSolution", "prepare_problem", "solve", "validate_vector"]
 
@@ -52,6 +58,14 @@ class OdeSolution:
             return self.y[:, self.states.index(name)]
         except ValueError:
             raise KeyError(f"no state named {name!r}; states are {self.states}") from None
+
+    def __repr__(self) -> str:
+        events = "" if self.events is None else f", {len(self.events.times)} events"
+        return (
+            f"OdeSolution({self.controls.method}, t={times_summary(self.t)}, "
+            f"y={self.y.shape} [{names_summary(self.states)}], "
+            f"{tolerance_summary(self.controls)}, {stats_summary(self.stats)}{events})"
+        )
 
 
 def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
