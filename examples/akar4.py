@@ -61,6 +61,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import sympy as sp
 
+import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, solve
 
 HERE = Path(__file__).resolve().parent
@@ -276,7 +277,8 @@ def main(argv=None) -> dict:
     model = build_model(system, exp, args.prior, args.parameterisation, args.rtol, args.atol)
     sample_start = time.perf_counter()
     with model:
-        idata = pm.sample(
+        # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
+        idata = pymc_odesens.sample(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,

@@ -50,6 +50,8 @@ _LAZY = {
     # the PyMC layer imports pymc and pytensor (seconds): loaded on first use, so that a
     # user who only solves and differentiates ODEs never pays for them
     "SMMALA": "pymc_odesens.pymc",
+    "sample": "pymc_odesens.pymc",
+    "sampling_compile_kwargs": "pymc_odesens.pymc",
     "OdeSolverFailureWarning": "pymc_odesens.pymc",
     "choose_sensitivity_route": "pymc_odesens.pymc",
     "failure_counts": "pymc_odesens.pymc",
@@ -109,6 +111,8 @@ __all__ = [
     "FisherInformationResult",
     "fisher_information_tensor",
     "SMMALA",
+    "sample",
+    "sampling_compile_kwargs",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",
