@@ -15,19 +15,22 @@ the proposal as well (:mod:`pymc_odesens.pymc.rejection`).
 from __future__ import annotations
 
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_odesens.codegen import compile_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.failures import record_failure
 from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.sensitivity.forward import forward_sensitivities
 from pymc_odesens.solvers import OdeSolverError, solve
+from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.integrate import EventLog
-from pymc_odesens.solvers.solve import prepare_problem
+from pymc_odesens.solvers.solve import OdeProblem, prepare_problem, validate_vector
 
 __all__ = [
     "OdeSpec",
@@ -113,6 +116,36 @@ class OdeSpec:
         return f"{who}system {self.system.name!r}"
 
 
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _problem(spec: OdeSpec, y0, params, experiment: int) -> OdeProblem:
+    """:func:`prepare_problem` for one experiment of a log-density evaluation, without
+    checking again what the graph fixed: the times (validated when it was built), the
+    controls and the kernels are resolved once per spec; ``y0`` and ``params`` are
+    checked (finite, else :class:`NonFiniteInputError`) as by ``prepare_problem``."""
+    system = spec.system
+    resolved = _RESOLVED.get(spec)
+    if resolved is None:
+        controls = resolve_controls(
+            spec.method,
+            system.n_states,
+            spec.controls.get("relative_tolerance"),
+            spec.controls.get("absolute_tolerance"),
+            spec.controls.get("max_num_steps"),
+        )
+        resolved = _RESOLVED[spec] = (controls, compile_kernels(system))
+    controls, kernels = resolved
+    p = validate_vector("params", params[experiment], system.n_params, "one value per parameter")
+    if spec.y0_from_system:
+        y0_e = kernels.evaluate("initial_state", spec.t0, np.zeros(system.n_states), p)
+    else:
+        y0_e = y0[experiment]
+    y0_e = validate_vector("y0", y0_e, system.n_states, "one value per state")
+    times = spec.times_of(experiment)
+    return OdeProblem(system, kernels, y0_e, p, spec.t0, times, controls, spec.y0_from_system)
+
+
 def _y0_row(spec: OdeSpec, y0, experiment: int):
     return None if spec.y0_from_system else y0[experiment]
 
@@ -182,17 +215,7 @@ def solve_forward(spec: OdeSpec, y0, params):
         # what solve_sensitivity does, without its checks of arguments the graph fixed
         # and without building a result object (this runs at every log-density evaluation)
         try:
-            problem = prepare_problem(
-                system,
-                _y0_row(spec, y0, e),
-                spec.times_of(e),
-                params[e],
-                spec.t0,
-                spec.method,
-                spec.controls.get("relative_tolerance"),
-                spec.controls.get("absolute_tolerance"),
-                spec.controls.get("max_num_steps"),
-            )
+            problem = _problem(spec, y0, params, e)
             y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
         except OdeSolverError as error:
             _handle(spec, error, e)
