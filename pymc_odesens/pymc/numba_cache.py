@@ -80,6 +80,19 @@ class SymbolFunctionType(types.FunctionType):
         self.symbol = symbol
         self._key = (self.ftype.key, symbol)
 
+    def get_call_type(self, context, args, kws):
+        # as numba types the ctypes and cfunc pointers this replaces: any argument that
+        # converts to the signature's type is cast at the call (a uint64 address passed
+        # as int64 included), where FunctionType accepts safe conversions only
+        if kws:
+            raise TypeError(f"{self.symbol}: a function pointer takes no keyword arguments")
+        if len(args) != self.nargs:
+            raise TypeError(f"{self.symbol}: {self.nargs} arguments expected, got {len(args)}")
+        for given, expected in zip(args, self.signature.args):
+            if context.context.can_convert(types.unliteral(given), expected) is None:
+                raise TypeError(f"{self.symbol}: argument {given} does not convert to {expected}")
+        return self.signature
+
     def can_convert_to(self, typingctx, other):
         if type(other) is types.FunctionType and other.signature == self.signature:
             return Conversion.safe

@@ -123,3 +123,14 @@ def test_solve_pka_help_and_run(capsys):
     assert results["bdf"].y.shape == (13, 11)
     # both methods solve the same trajectory to about their tolerances
     np.testing.assert_allclose(results["rk45"].y, results["bdf"].y, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.py")))
+def test_every_example_honours_help(name, capsys):
+    example = load_example(name)
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--help"])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("usage: ")
+    assert "Sampling" not in printed.out + printed.err  # nothing ran
