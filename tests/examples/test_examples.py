@@ -134,3 +134,17 @@ def test_every_example_honours_help(name, capsys):
     printed = capsys.readouterr()
     assert printed.out.startswith("usage: ")
     assert "Sampling" not in printed.out + printed.err  # nothing ran
+
+
+def test_akar4_explains_a_missing_blas_once_instead_of_warning(capsys, recwarn):
+    import pytensor
+
+    example = load_example("akar4")
+    example.note_missing_blas()
+    printed = capsys.readouterr().out
+    assert not [w for w in recwarn if "BLAS" in str(w.message)]
+    if pytensor.config.blas__ldflags:
+        assert printed == ""
+    else:
+        assert printed.startswith("note: PyTensor found no BLAS library")
+        assert "harmless for this example" in printed
