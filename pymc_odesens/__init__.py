@@ -6,8 +6,9 @@ Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
 PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
 sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
-a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, events by
-:class:`ImplicitEvent` and :class:`ExplicitEvent`.
+a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, sampling by
+:func:`sample` (``pm.sample`` with the log-density compiled in PyTensor's NUMBA mode),
+events by :class:`ImplicitEvent` and :class:`ExplicitEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
 import pymc and pytensor, which takes seconds; they are loaded when first used, so
