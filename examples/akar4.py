@@ -151,8 +151,14 @@ def build_model(
     parameterisation: str = "specificity",
     rtol: float = 1e-8,
     atol: float = 1e-10,
+    sensitivity: str = "auto",
+    pbs_options: dict | None = None,
 ) -> pm.Model:
     """The PyMC model: log10 rate constants, three experiments, Normal likelihood.
+
+    ``sensitivity`` (and ``pbs_options``) choose the gradient route of
+    :func:`pymc_odesens.ode_solution` (``"auto"`` picks forward sensitivities here;
+    ``benchmarks/bench_pbs_pymc.py`` compares them with ``"pbsr"`` and ``"exp"``).
 
     ``parameterisation="rates"`` samples ``log10`` of ``kf, kb, kcat``.
     ``"specificity"`` samples ``log10 kb``, ``log10 kcat`` and ``log10`` of the
@@ -196,6 +202,8 @@ def build_model(
             k,  # (P,): shared by the experiments
             t0=exp["t0"],
             method="bdf",
+            sensitivity=sensitivity,
+            pbs_options=pbs_options,
             relative_tolerance=rtol,
             absolute_tolerance=atol,
         )

@@ -8,7 +8,7 @@ PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with
 sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
 a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, sampling by
 :func:`sample` (``pm.sample`` with the log-density compiled in PyTensor's NUMBA mode),
-events by :class:`ImplicitEvent` and :class:`ExplicitEvent`.
+events by :class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
 import pymc and pytensor, which takes seconds; they are loaded when first used, so
@@ -18,11 +18,12 @@ import pymc and pytensor, which takes seconds; they are loaded when first used, 
 from importlib import import_module
 
 from pymc_odesens import math
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
     FisherInformationResult,
+    NonFiniteSensitivityError,
     SensitivityResult,
     SteadyStateError,
     SteadyStateGradient,
@@ -36,6 +37,8 @@ from pymc_odesens.sensitivity import (
     steady_state,
 )
 from pymc_odesens.solvers import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -62,6 +65,8 @@ _LAZY = {
     "reset_failure_counts": "pymc_odesens.pymc",
     "Preequilibration": "pymc_odesens.pymc",
     "steady_state_solution": "pymc_odesens.pymc",
+    "pbs_branch_counts": "pymc_odesens.pymc",
+    "pbs_branch_summary": "pymc_odesens.pymc",
 }
 _LAZY_MODULES = ("stan", "pymc")
 
@@ -85,10 +90,13 @@ __all__ = [
     "OdeSystem",
     "ImplicitEvent",
     "ExplicitEvent",
+    "TriggerEvent",
     "ode_solution",
     "steady_state_solution",
     "Preequilibration",
     "choose_sensitivity_route",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
     "failure_counts",
     "failure_summary",
     "reset_failure_counts",
@@ -121,6 +129,9 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
+    "NonFiniteSensitivityError",
 ]
 __version__ = "0.1.0"

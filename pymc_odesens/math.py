@@ -18,6 +18,14 @@ comparison operators on symbols or with :func:`less`, :func:`greater`, ...
 (Python's ``<`` on two symbolic expressions also works). ``heaviside(x)`` is
 the unit step (value ``1/2`` at ``x == 0`` unless ``at_zero`` is given).
 
+Triggers
+--------
+Event triggers (:class:`pymc_odesens.TriggerEvent`) are boolean expressions:
+comparisons combined with ``&``, ``|``, ``~``, ``^`` or :func:`logical_and`,
+:func:`logical_or`, :func:`logical_not`, :func:`logical_xor`. Use :func:`equal` and
+:func:`not_equal` for ``==`` and ``!=``: on symbols, Python's ``==`` compares the
+expressions' structure and returns a plain ``bool``.
+
 Derivatives of ``abs``, ``minimum``, ``maximum``, ``where`` and ``heaviside``
 are taken piecewise; the Dirac delta at a switching point is dropped (it has
 measure zero along a trajectory). Integrate across genuine discontinuities with
@@ -62,6 +70,12 @@ __all__ = [
     "less_equal",
     "greater",
     "greater_equal",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
     "pi",
     "e",
 ]
@@ -227,6 +241,46 @@ def greater(a, b):
 def greater_equal(a, b):
     """Condition ``a >= b`` for :func:`where`."""
     return sp.Ge(_sym(a), _sym(b))
+
+
+def equal(a, b):
+    """Condition ``a == b`` (Python's ``==`` on symbols compares structure, not values)."""
+    return sp.Eq(_sym(a), _sym(b))
+
+
+def not_equal(a, b):
+    """Condition ``a != b``."""
+    return sp.Ne(_sym(a), _sym(b))
+
+
+def _condition(x, name: str):
+    x = sp.sympify(x)
+    if not isinstance(x, sp.logic.boolalg.Boolean):
+        raise TypeError(
+            f"{name}(): arguments must be conditions (comparisons such as `y.x > 1` or "
+            f"booleans), got {x!r}"
+        )
+    return x
+
+
+def logical_and(*conditions):
+    """All ``conditions`` hold (the same as ``c1 & c2 & ...``)."""
+    return sp.And(*(_condition(c, "logical_and") for c in conditions))
+
+
+def logical_or(*conditions):
+    """At least one of ``conditions`` holds (the same as ``c1 | c2 | ...``)."""
+    return sp.Or(*(_condition(c, "logical_or") for c in conditions))
+
+
+def logical_not(condition):
+    """``condition`` does not hold (the same as ``~condition``)."""
+    return sp.Not(_condition(condition, "logical_not"))
+
+
+def logical_xor(*conditions):
+    """An odd number of ``conditions`` hold (for two: exactly one; ``c1 ^ c2``)."""
+    return sp.Xor(*(_condition(c, "logical_xor") for c in conditions))
 
 
 def where(condition, if_true, if_false):

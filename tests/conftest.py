@@ -67,6 +67,33 @@ def reference_system():
     return get
 
 
+def oscillator_model(system, route: str, seed: int, **controls):
+    """The oscillator fit of the sampling tests: 10 noisy observations (sd 0.1) of the
+    solution from y0 = (1, 0), theta = 0.15; theta, y0 and the noise scale unknown."""
+    import pymc as pm
+
+    from pymc_odesens import ode_solution, solve
+
+    times = np.arange(1.0, 11.0)
+    truth = solve(
+        system,
+        [1.0, 0.0],
+        times,
+        [0.15],
+        method="rk45",
+        relative_tolerance=1e-10,
+        absolute_tolerance=1e-10,
+    ).y
+    data = truth + 0.1 * np.random.default_rng(seed).normal(size=truth.shape)
+    with pm.Model() as model:
+        theta = pm.HalfNormal("theta", 1.0)
+        y0 = pm.Normal("y0", 0.0, 1.0, shape=2)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        mu = ode_solution(system, y0, times, [theta], sensitivity=route, **controls)
+        pm.Normal("obs", mu, sigma, observed=data)
+    return model
+
+
 @pytest.fixture(scope="session")
 def oscillator():
     """Stan's damped harmonic oscillator y1' = y2, y2' = -y1 - theta y2."""

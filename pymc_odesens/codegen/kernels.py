@@ -18,9 +18,11 @@ from pymc_odesens.codegen.cache import (
     write_atomically,
 )
 from pymc_odesens.codegen.event_source import (
+    EVENT_KERNELS_VERSION,
     event_module_source,
     event_sensitivity_module_source,
 )
+from pymc_odesens.codegen.event_tables import event_table
 from pymc_odesens.codegen.kernel_source import CFUNC_OPTIONS, CODEGEN_VERSION, module_source
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
 from pymc_odesens.codegen.signature import KERNEL_NAMES, KERNEL_SIGNATURE
@@ -210,58 +212,87 @@ class EventKernels:
 
     Attributes
     ----------
-    conditions, times, jump, adjoint_jump : numba CFunc
-        See :mod:`pymc_odesens.codegen.event_source` (``jump`` is the plain state's).
-    implicit_index : numpy.ndarray of int64
-        Event index (among all events) of each implicit condition.
+    conditions, rates, times, triggers, priorities, jump, time_sensitivity, adjoint_jump, \
+time_gradient : numba CFunc
+        See :mod:`pymc_odesens.codegen.event_source` (``jump`` and ``time_sensitivity``
+        are the plain state's; the latter writes nothing).
     directions : numpy.ndarray of int64
-        Crossing direction of each implicit condition (+1 up, -1 down, 0 both).
+        Sign changes of each root atom that stop an integrator run (+1 up, -1 down, 0
+        both).
+    table : numpy.ndarray of int64, shape (E, EVENT_TABLE_WIDTH)
+        See :mod:`pymc_odesens.codegen.event_tables`.
+    cause_table : numpy.ndarray of int64, shape (1 + R + S, 2)
+        Class and an event of each cause code ``c`` at row ``c + 1``
+        (:mod:`pymc_odesens.model.event_atoms`).
     slot_event, slot_time : numpy.ndarray of int64
-        For each explicit time (slot of ``times``): its event's index and its
-        position within that event's times.
-    terminal : numpy.ndarray of int64
-        1 for terminal events, by event index.
+        For each slot of ``times``: its explicit event's index and the position within
+        that event's times, or ``-1 - m`` and 0 for time atom ``m``.
     names : tuple of str
         Event names by index.
+    slot_names : tuple of str
+        What each slot's time is, for messages.
     """
 
     conditions: object
+    rates: object
     times: object
+    triggers: object
+    priorities: object
     jump: object
+    time_sensitivity: object
     adjoint_jump: object
-    implicit_index: np.ndarray
+    time_gradient: object
     directions: np.ndarray
+    table: np.ndarray
+    cause_table: np.ndarray
     slot_event: np.ndarray
     slot_time: np.ndarray
-    terminal: np.ndarray
     names: tuple
+    slot_names: tuple
+
+
+def _event_cache_key(system: OdeSystem) -> str:
+    return f"{kernel_cache_key(system)}_events{EVENT_KERNELS_VERSION}"
 
 
 def compile_event_kernels(system: OdeSystem) -> EventKernels | None:
     """The event kernels of ``system`` (generated, cached, compiled), or None without events."""
     if not system.events:
         return None
-    key = f"{kernel_cache_key(system)}_events"
-    module = load_generated_module(key, lambda: event_module_source(system))
-    implicit = system.implicit_events
-    slots = [(e.index, s) for e in system.explicit_events for s in range(len(e.times))]
+    module = load_generated_module(_event_cache_key(system), lambda: event_module_source(system))
+    atoms = system.event_atoms
+    names = tuple(e.name for e in system.events)
+    slot_names = tuple(
+        f"event {names[owner]!r} (time {position})"
+        if owner >= 0
+        else f"the time {atoms.time_atoms[-1 - owner]} of a trigger"
+        for owner, position, _ in atoms.slots
+    )
     return EventKernels(
         conditions=module.event_conditions,
+        rates=module.event_condition_rates,
         times=module.event_times,
+        triggers=module.event_triggers,
+        priorities=module.event_priorities,
         jump=module.event_jump,
+        time_sensitivity=module.event_time_sensitivity,
         adjoint_jump=module.event_adjoint_jump,
-        implicit_index=np.array([e.index for e in implicit], dtype=np.int64),
-        directions=np.array([e.direction for e in implicit], dtype=np.int64),
-        slot_event=np.array([e for e, _ in slots], dtype=np.int64),
-        slot_time=np.array([s for _, s in slots], dtype=np.int64),
-        terminal=np.array([int(e.terminal) for e in system.events], dtype=np.int64),
-        names=tuple(e.name for e in system.events),
+        time_gradient=module.event_time_gradient,
+        directions=np.array(atoms.root_directions, dtype=np.int64),
+        table=event_table(system),
+        cause_table=np.ascontiguousarray(
+            np.stack([atoms.cause_classes, atoms.cause_events], axis=1)
+        ),
+        slot_event=np.array([owner for owner, _, _ in atoms.slots], dtype=np.int64),
+        slot_time=np.array([position for _, position, _ in atoms.slots], dtype=np.int64),
+        names=names,
+        slot_names=slot_names,
     )
 
 
 def compile_event_sensitivity_kernels(system: OdeSystem, wrt: str = "params"):
     """``(event_jump, event_time_sensitivity)`` for forward sensitivities with columns ``wrt``."""
     n_p, n_y0 = sensitivity_blocks(system, wrt)
-    key = f"{kernel_cache_key(system)}_events_{wrt}"
+    key = f"{_event_cache_key(system)}_{wrt}"
     module = load_generated_module(key, lambda: event_sensitivity_module_source(system, n_p, n_y0))
     return module.event_jump, module.event_time_sensitivity

@@ -21,6 +21,7 @@ from pymc_odesens.model.derivatives import (
     jacobian_wrt_states,
     vector_jacobian_product,
 )
+from pymc_odesens.model.event_atoms import event_atoms
 from pymc_odesens.model.events import resolve_events
 from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
@@ -97,10 +98,11 @@ class OdeSystem:
         ``initial_state(p)`` returning N expressions in the parameters: the
         initial state ``y0(p)``. Solves then need no ``y0`` and forward
         sensitivities start from ``S(t0) = dy0/dp``.
-    events : sequence of ImplicitEvent or ExplicitEvent, optional
-        Discontinuities of the trajectory: explicit events at given times and
-        implicit events where a condition crosses zero, each mapping the state
-        before it to the state after it (see :mod:`pymc_odesens.model.events`).
+    events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent, optional
+        Discontinuities of the trajectory: explicit events at given times,
+        implicit events where a condition crosses zero and trigger events where a
+        boolean trigger becomes true, each mapping the state before it to the
+        state after it (see :mod:`pymc_odesens.model.events`).
         Solvers locate them, and sensitivities and adjoint gradients include
         how the event times move with the parameters.
 
@@ -303,12 +305,19 @@ class OdeSystem:
 
         Parameters
         ----------
-        events : sequence of ImplicitEvent or ExplicitEvent
+        events : sequence of ImplicitEvent, ExplicitEvent or TriggerEvent
             See :mod:`pymc_odesens.model.events`.
         """
         self.events = resolve_events(self, events)
         self.__dict__.pop("fingerprint", None)
         self.__dict__.pop("_compiled_kernels", None)
+        self.__dict__.pop("event_atoms", None)
+
+    @cached_property
+    def event_atoms(self):
+        """The relational atoms of the events' conditions and triggers, their schedule and
+        cause classes (:class:`~pymc_odesens.model.event_atoms.EventAtoms`)."""
+        return event_atoms(self)
 
     @property
     def stoichiometry(self) -> sp.Matrix | None:
@@ -353,6 +362,11 @@ class OdeSystem:
     def explicit_events(self) -> tuple:
         """The explicit events, in declaration order."""
         return tuple(e for e in self.events if e.kind == "explicit")
+
+    @property
+    def trigger_events(self) -> tuple:
+        """The trigger events, in declaration order."""
+        return tuple(e for e in self.events if e.kind == "trigger")
 
     def set_initial_state(self, initial_state) -> None:
         """Declare the initial state as expressions of the parameters, ``y0(p)``.

@@ -2,6 +2,7 @@
 
 from pymc_odesens.pymc import (
     numba_dispatch,  # noqa: F401  (registers the numba Ops)
+    numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
 from pymc_odesens.pymc.failures import (
@@ -25,6 +26,7 @@ from pymc_odesens.pymc.ops import (
     OdeForwardOp,
     OdeStatesOp,
 )
+from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
 from pymc_odesens.pymc.sampling import sample, sampling_compile_kwargs
 from pymc_odesens.pymc.smmala import SMMALA
 from pymc_odesens.pymc.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
@@ -56,4 +58,6 @@ __all__ = [
     "SMMALA",
     "sample",
     "sampling_compile_kwargs",
+    "pbs_branch_counts",
+    "pbs_branch_summary",
 ]

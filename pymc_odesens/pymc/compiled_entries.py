@@ -21,18 +21,22 @@ from pymc_odesens.sensitivity.discrete_adjoint import (
     DISCRETE_ADJOINT_SIGNATURE,
     discrete_adjoint_backward,
 )
+from pymc_odesens.sensitivity.pbs_march import MARCH_SIGNATURE, march_sensitivities
 from pymc_odesens.solvers.hybrid import (
     EXPLICIT_SCHEDULE_SIGNATURE,
     HYBRID_SIGNATURE,
     explicit_schedule,
     integrate_hybrid,
 )
+from pymc_odesens.solvers.runge_kutta import RK_SIGNATURE, integrate_explicit_rk
 
 __all__ = [
     "integrate_hybrid_entry",
     "explicit_schedule_entry",
     "backward_pass_entry",
     "discrete_adjoint_entry",
+    "integrate_explicit_rk_entry",
+    "march_sensitivities_entry",
 ]
 
 
@@ -42,13 +46,17 @@ def integrate_hybrid_entry(
     rhs,
     jac,
     conditions,
+    rates,
+    triggers,
+    priorities,
     jump,
-    implicit_index,
+    time_sensitivity,
     directions,
+    table,
+    cause_table,
     stop_times,
-    stop_event,
+    stop_owner,
     stop_slot,
-    terminal,
     t0,
     z0,
     p,
@@ -82,13 +90,17 @@ def integrate_hybrid_entry(
         rhs,
         jac,
         conditions,
+        rates,
+        triggers,
+        priorities,
         jump,
-        implicit_index,
+        time_sensitivity,
         directions,
+        table,
+        cause_table,
         stop_times,
-        stop_event,
+        stop_owner,
         stop_slot,
-        terminal,
         t0,
         z0,
         p,
@@ -120,11 +132,11 @@ def integrate_hybrid_entry(
 
 @cfunc(EXPLICIT_SCHEDULE_SIGNATURE, cache=True)
 def explicit_schedule_entry(
-    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
 ):
     """:func:`pymc_odesens.solvers.hybrid.explicit_schedule` behind a C address."""
     return explicit_schedule(
-        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+        times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
     )
 
 
@@ -150,6 +162,7 @@ def backward_pass_entry(
     max_num_steps,
     buffer,
     event_adjoint_jump,
+    event_time_gradient,
     event_t,
     event_index,
     event_slot,
@@ -182,6 +195,7 @@ def backward_pass_entry(
         max_num_steps,
         buffer,
         event_adjoint_jump,
+        event_time_gradient,
         event_t,
         event_index,
         event_slot,
@@ -210,6 +224,7 @@ def discrete_adjoint_entry(
     rtol,
     atol,
     adjoint_jump,
+    time_gradient,
     ev_t,
     ev_index,
     ev_slot,
@@ -236,6 +251,7 @@ def discrete_adjoint_entry(
         rtol,
         atol,
         adjoint_jump,
+        time_gradient,
         ev_t,
         ev_index,
         ev_slot,
@@ -244,4 +260,117 @@ def discrete_adjoint_entry(
         p_bar,
         stats,
         info,
+    )
+
+
+@cfunc(RK_SIGNATURE, cache=True)
+def integrate_explicit_rk_entry(
+    rhs,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_err,
+    method,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    rec_dense,
+    events,
+    directions,
+    g_zero,
+    t_stop,
+    event_out,
+    z_event,
+    y_out,
+    stats,
+    info,
+):
+    """:func:`pymc_odesens.solvers.runge_kutta.integrate_explicit_rk` behind a C address
+    (the PBS routes record ``rk45``'s continuous extension, which the hybrid driver does not)."""
+    return integrate_explicit_rk(
+        rhs,
+        t0,
+        y0,
+        p,
+        times,
+        rtol,
+        atol,
+        max_num_steps,
+        n_state,
+        n_err,
+        method,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
+        rec_dense,
+        events,
+        directions,
+        g_zero,
+        t_stop,
+        event_out,
+        z_event,
+        y_out,
+        stats,
+        info,
+    )
+
+
+@cfunc(MARCH_SIGNATURE, cache=True)
+def march_sensitivities_entry(
+    algorithm,
+    rhs,
+    jac_y,
+    jac_p,
+    p,
+    n_forced,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_dense,
+    n_rec,
+    kind,
+    times,
+    s0,
+    controls,
+    norm_kind,
+    test_both,
+    exp_trapezoid,
+    s_out,
+    branch,
+    substeps,
+    counters,
+):
+    """:func:`pymc_odesens.sensitivity.pbs_march.march_sensitivities` behind a C address."""
+    return march_sensitivities(
+        algorithm,
+        rhs,
+        jac_y,
+        jac_p,
+        p,
+        n_forced,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_dense,
+        n_rec,
+        kind,
+        times,
+        s0,
+        controls,
+        norm_kind,
+        test_both,
+        exp_trapezoid,
+        s_out,
+        branch,
+        substeps,
+        counters,
     )

@@ -27,15 +27,18 @@ from pymc_odesens.pymc.failures import record_failure
 from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.sensitivity.forward import forward_sensitivities
+from pymc_odesens.sensitivity.pbs_options import PbsOptions
+from pymc_odesens.sensitivity.pbs_report import BRANCH_NAMES
 from pymc_odesens.solvers import OdeSolverError, solve
 from pymc_odesens.solvers.controls import resolve_controls
-from pymc_odesens.solvers.integrate import EventLog
+from pymc_odesens.solvers.integrate import EventRecord
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem, validate_vector
 
 __all__ = [
     "OdeSpec",
     "solve_states",
     "solve_forward",
+    "solve_pbs",
     "solve_adjoint_forward",
     "adjoint_vjp",
     "solve_discrete_adjoint_forward",
@@ -81,7 +84,7 @@ class OdeSpec:
         Output times, shared or one row per experiment.
     t0 : float
     method : str
-    route : {"forward", "adjoint"}
+    route : {"forward", "adjoint", "none", "pbs", "pbsr", "exp"}
     controls : dict
         Solver controls (Stan's names) for the route.
     n_experiments : int
@@ -90,6 +93,8 @@ class OdeSpec:
     wrt_y0 : bool
         Gradients with respect to ``y0`` are needed.
     on_failure : {"reject", "raise"}
+    pbs_options : PbsOptions or None
+        Options of the Peano-Baker routes (``route`` "pbs", "pbsr" or "exp").
     """
 
     system: OdeSystem
@@ -102,6 +107,7 @@ class OdeSpec:
     y0_from_system: bool
     wrt_y0: bool
     on_failure: str
+    pbs_options: PbsOptions | None = None
 
     def times_of(self, experiment: int) -> np.ndarray:
         """Output times of one experiment."""
@@ -196,11 +202,12 @@ def solve_states(spec: OdeSpec, y0, params) -> tuple[np.ndarray, np.ndarray]:
     return y, failed
 
 
-def solve_forward(spec: OdeSpec, y0, params):
-    """States and forward sensitivities.
+def _sensitivities_each(spec: OdeSpec, y0, params, compute):
+    """``compute(problem, wrt) -> (y, S, S_y0, extra)`` for every experiment.
 
-    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or
-    None when ``spec.wrt_y0`` is False, and ``failed`` (E,) int8.
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or None when
+    ``spec.wrt_y0`` is False, ``failed`` (E,) int8 and the ``extra`` of each experiment
+    (None where its solve failed).
     """
     system = spec.system
     n_e, n, p = spec.n_experiments, system.n_states, system.n_params
@@ -209,14 +216,12 @@ def solve_forward(spec: OdeSpec, y0, params):
     s_p = np.zeros((n_e, n_t, n, p))
     s_y0 = np.zeros((n_e, n_t, n, n)) if spec.wrt_y0 else None
     failed = np.zeros(n_e, dtype=np.int8)
+    extras: list = [None] * n_e
     wrt = "both" if spec.wrt_y0 else "params"
 
     def run(e):
-        # what solve_sensitivity does, without its checks of arguments the graph fixed
-        # and without building a result object (this runs at every log-density evaluation)
         try:
-            problem = _problem(spec, y0, params, e)
-            y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
+            y_e, s_p_e, s_y0_e, extras[e] = compute(_problem(spec, y0, params, e), wrt)
         except OdeSolverError as error:
             _handle(spec, error, e)
             y[e] = _placeholder_state(spec, y0, e)
@@ -228,7 +233,48 @@ def solve_forward(spec: OdeSpec, y0, params):
             s_y0[e] = s_y0_e
 
     _map(run, n_e)
+    return y, s_p, s_y0, failed, extras
+
+
+def solve_forward(spec: OdeSpec, y0, params):
+    """States and forward sensitivities.
+
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or
+    None when ``spec.wrt_y0`` is False, and ``failed`` (E,) int8.
+    """
+
+    def compute(problem, wrt):
+        # what solve_sensitivity does, without its checks of arguments the graph fixed
+        # and without building a result object (this runs at every log-density evaluation)
+        y_e, s_p_e, s_y0_e, *_ = forward_sensitivities(problem, wrt, True)
+        return y_e, s_p_e, s_y0_e, None
+
+    y, s_p, s_y0, failed, _ = _sensitivities_each(spec, y0, params, compute)
     return y, s_p, s_y0, failed
+
+
+def solve_pbs(spec: OdeSpec, y0, params):
+    """States and Peano-Baker sensitivities (``spec.route``: "pbs", "pbsr" or "exp").
+
+    Returns ``y`` (E, T, N), ``S`` (E, T, N, P), ``S_y0`` (E, T, N, N) or None
+    when ``spec.wrt_y0`` is False, the number of solver steps per branch
+    (E, len(BRANCH_NAMES)) int64 and ``failed`` (E,) int8. A non-finite ``S`` is
+    a failure (:class:`~pymc_odesens.sensitivity.NonFiniteSensitivityError`).
+    """
+    from pymc_odesens.sensitivity.pbs import pbs_sensitivities
+
+    def compute(problem, wrt):
+        y_e, s_p_e, s_y0_e, _, report = pbs_sensitivities(
+            problem, wrt, spec.route, spec.pbs_options, non_finite="raise"
+        )
+        return y_e, s_p_e, s_y0_e, np.bincount(report.branch, minlength=len(BRANCH_NAMES))
+
+    y, s_p, s_y0, failed, counts = _sensitivities_each(spec, y0, params, compute)
+    branches = np.zeros((spec.n_experiments, len(BRANCH_NAMES)), dtype=np.int64)
+    for e, count in enumerate(counts):
+        if count is not None:
+            branches[e] = count
+    return y, s_p, s_y0, branches, failed
 
 
 def _adjoint_forward_each(spec: OdeSpec, y0, params) -> tuple[np.ndarray, list, np.ndarray]:
@@ -315,7 +361,7 @@ def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
         if h is not None:
             ckpt_t[e, : counts[e, 0]] = h.checkpoint_times
             ckpt_y[e, : counts[e, 0]] = h.checkpoint_states
-    logs = [None if h is None else h.events for h in handles]
+    logs = [None if h is None else h.event_record for h in handles]
     ev_counts = np.array([0 if log is None else log.times.size for log in logs], np.int64)
     k = max(1, int(ev_counts.max()))
     ev_t = np.full((n_e, k), np.nan)
@@ -327,7 +373,7 @@ def _record_arrays(spec: OdeSpec, handles: list) -> tuple:
             ev_t[e, :m] = log.times
             ev_id[e, :m, 0] = log.index
             ev_id[e, :m, 1] = log.slot
-            ev_y[e, :m] = log.before
+            ev_y[e, :m] = log.states
     return ckpt_t, ckpt_y, counts, ev_t, ev_id, ev_y, ev_counts
 
 
@@ -345,14 +391,13 @@ def _checkpoints_from_arrays(spec: OdeSpec, arrays, e: int, problem, controls):
         # num_steps_between_checkpoints, which may be 10**9 for "no checkpoints")
         stats={"n_steps": int(counts[e, 1])},
         problem=problem,
-        events=None
+        event_record=None
         if not system.events
-        else EventLog(
+        else EventRecord(
             times=np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
             index=np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
             slot=np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),
-            before=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
-            names=[system.events[i].name for i in ev_id[e, : ev_counts[e], 0]],
+            states=np.ascontiguousarray(ev_y[e, : ev_counts[e]]),
         ),
     )
 

@@ -45,6 +45,7 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
+from pymc_odesens.sensitivity.event_adjoint import frozen_time
 from pymc_odesens.sensitivity.forward import component_names
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
@@ -91,7 +92,7 @@ def _on_failure(key, experiment, code, t, h, component, extra, phase):
             np.array([t, h, component, extra]),
             label,
             names,
-            [event.name for event in system.events],
+            tuple(e.name for e in system.events),
         )
     except OdeSolverError as error:
         record_failure(error, spec.label(int(experiment)), _PHASE_NAMES.get(phase))
@@ -134,26 +135,30 @@ def _common(spec: OdeSpec):
     return kernels, times, init_state, init_jac
 
 
-def _event_tables(spec: OdeSpec, jump, fallback):
+def _event_tables(spec: OdeSpec, jump, time_sensitivity, fallback):
     """Kernels and tables of the system's events for :func:`integrate_hybrid` (or empty ones).
 
-    Returns ``(conditions, jump, times_kernel, implicit_index, directions, slot_event,
-    slot_time, terminal)``.
+    Returns ``(times_kernel, slot_event, slot_time, kernels, tables)``: ``kernels`` the six
+    event kernels of :func:`integrate_hybrid` (``conditions, rates, triggers, priorities,
+    jump, time_sensitivity``), ``tables`` its ``directions, table, cause_table``.
     """
+    from pymc_odesens.codegen.event_tables import EVENT_TABLE_WIDTH
+
     events = compile_event_kernels(spec.system)
     if events is None:
         none = np.zeros(0, dtype=np.int64)
-        return fallback, fallback, fallback, none, none, none, none, none
-    return (
+        tables = (none, np.zeros((0, EVENT_TABLE_WIDTH), np.int64), np.zeros((1, 2), np.int64))
+        return fallback, none, none, (fallback,) * 6, tables
+    kernels = (
         events.conditions,
+        events.rates,
+        events.triggers,
+        events.priorities,
         jump,
-        events.times,
-        events.implicit_index,
-        events.directions,
-        events.slot_event,
-        events.slot_time,
-        events.terminal,
+        time_sensitivity,
     )
+    tables = (events.directions, events.table, events.cause_table)
+    return events.times, events.slot_event, events.slot_time, kernels, tables
 
 
 @numba.njit(cache=True)
@@ -239,24 +244,18 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     wrt = "both" if spec.wrt_y0 else "params"
     rhs = compile_sensitivity_kernel(system, wrt) if sensitivities else kernels.rhs
     jac = kernels.jac_y
-    if system.events:
-        jump = (
-            compile_event_sensitivity_kernels(system, wrt)[0]
-            if sensitivities
-            else compile_event_kernels(system).jump
-        )
+    if not system.events:
+        jump = time_sensitivity = rhs
+    elif sensitivities:
+        jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
     else:
-        jump = rhs
-    (
-        conditions,
-        jump,
-        times_kernel,
-        implicit_index,
-        directions,
-        slot_event,
-        slot_time,
-        terminal,
-    ) = _event_tables(spec, jump, rhs)
+        plain = compile_event_kernels(system)
+        jump, time_sensitivity = plain.jump, plain.time_sensitivity
+    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
+        spec, jump, time_sensitivity, rhs
+    )
+    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
+    directions, table, cause_table = event_tables
     n_slots = slot_event.size
     rtol = np.full(n_z, controls.relative_tolerance)
     atol = np.tile(controls.absolute_tolerance, 1 + n_blocks)
@@ -280,10 +279,10 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
         jac0 = np.zeros(max(p, 1) * n)
         # closure arrays are read-only constants to numba; the integrators take writable ones
         rtol_w, atol_w = rtol.copy(), atol.copy()
-        implicit_w, directions_w = implicit_index.copy(), directions.copy()
-        slot_event_w, slot_time_w, terminal_w = slot_event.copy(), slot_time.copy(), terminal.copy()
+        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
+        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
-        stop_event = np.zeros(n_slots, dtype=np.int64)
+        stop_owner = np.zeros(n_slots, dtype=np.int64)
         stop_slot = np.zeros(n_slots, dtype=np.int64)
         no_record_t = np.zeros(0)
         no_rows = np.zeros((0, 0))
@@ -308,13 +307,13 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
             for j in range(n_y0_cols):
                 z0[n * (1 + p + j) + j] = 1.0
             bad = explicit_schedule(
-                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_event, stop_slot
+                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
                 info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
             else:
-                capacity = 16 + 2 * n_slots
+                capacity = 16 + 4 * n_slots
                 while True:
                     ev_t = np.zeros(capacity)
                     ev_index = np.zeros(capacity, dtype=np.int64)
@@ -324,13 +323,17 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
                         rhs,
                         jac,
                         conditions,
+                        rates,
+                        triggers,
+                        priorities,
                         jump,
-                        implicit_w,
+                        time_sensitivity,
                         directions_w,
+                        table_w,
+                        cause_w,
                         stop_times,
-                        stop_event,
+                        stop_owner,
                         stop_slot,
-                        terminal_w,
                         t0,
                         z0.copy(),
                         pe,
@@ -436,17 +439,15 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     kernels, times, init_state, _ = _common(spec)
     controls, _, _ = _adjoint_setup(spec)
     rhs, jac = kernels.rhs, kernels.jac_y
-    state_jump = compile_event_kernels(system).jump if system.events else rhs
-    (
-        conditions,
-        jump,
-        times_kernel,
-        implicit_index,
-        directions,
-        slot_event,
-        slot_time,
-        terminal,
-    ) = _event_tables(spec, state_jump, rhs)
+    plain = compile_event_kernels(system)
+    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
+        spec,
+        rhs if plain is None else plain.jump,
+        rhs if plain is None else plain.time_sensitivity,
+        rhs,
+    )
+    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
+    directions, table, cause_table = event_tables
     n_slots = slot_event.size
     code_method = METHOD_CODES[controls.forward_method]
     rtol = np.full(n, controls.relative_tolerance_forward)
@@ -465,7 +466,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
         ev_counts = np.zeros(n_e, dtype=np.int64)
         log_counts = np.zeros((n_e, 2), dtype=np.int64)
         capacity = 64
-        ev_capacity = 16 + 2 * n_slots
+        ev_capacity = 16 + 4 * n_slots
         # the discrete adjoint's step logs and history snapshots (one per checkpoint)
         log_capacity = 1024 if discrete else 0
         logs = np.zeros((n_e, log_capacity, OP_WIDTH))
@@ -486,10 +487,10 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
         no_rows = np.zeros((0, 0))
         out = np.empty((n_t, n))
         rtol_w, atol_w = rtol.copy(), atol.copy()
-        implicit_w, directions_w = implicit_index.copy(), directions.copy()
-        slot_event_w, slot_time_w, terminal_w = slot_event.copy(), slot_time.copy(), terminal.copy()
+        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
+        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
-        stop_event = np.zeros(n_slots, dtype=np.int64)
+        stop_owner = np.zeros(n_slots, dtype=np.int64)
         stop_slot = np.zeros(n_slots, dtype=np.int64)
         for e in range(n_e):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
@@ -500,7 +501,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                 for i in range(n):
                     y_start[i] = y0[e, i]
             bad = explicit_schedule(
-                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_event, stop_slot
+                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
             )
             if bad >= 0:
                 code = st.BAD_EVENT_TIME
@@ -513,13 +514,17 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                         rhs,
                         jac,
                         conditions,
+                        rates,
+                        triggers,
+                        priorities,
                         jump,
-                        implicit_w,
+                        time_sensitivity,
                         directions_w,
+                        table_w,
+                        cause_w,
                         stop_times,
-                        stop_event,
+                        stop_owner,
                         stop_slot,
-                        terminal_w,
                         t0,
                         y_start.copy(),
                         pe,
@@ -631,7 +636,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     rhs, jac = kernels.rhs, kernels.jac_y
     events = compile_event_kernels(system)
     adjoint_jump = adjoint_rhs if events is None else events.adjoint_jump
-    terminal = np.zeros(1, dtype=np.int64) if events is None else events.terminal
+    time_gradient = adjoint_rhs if events is None else events.time_gradient
     rtol_f = np.full(n, controls.relative_tolerance_forward)
     atol_f = controls.absolute_tolerance_forward
     rtol_b = np.concatenate(
@@ -682,9 +687,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
             e_index = np.ascontiguousarray(ev_id[e, :n_ev, 0])
             e_slot = np.ascontiguousarray(ev_id[e, :n_ev, 1])
             e_y = np.ascontiguousarray(ev_y[e, :n_ev])
-            t_frozen = np.inf
-            if n_ev > 0 and terminal[e_index[n_ev - 1]] != 0:
-                t_frozen = e_t[n_ev - 1]
+            t_frozen = frozen_time(e_t, e_index)
             while True:
                 buf = new_trajectory_buffer(np.ascontiguousarray(params[e]), n, capacity, kind)
                 code = backward_pass(
@@ -708,6 +711,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                     steps,
                     buf,
                     adjoint_jump,
+                    time_gradient,
                     e_t,
                     e_index,
                     e_slot,
@@ -769,6 +773,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     rhs, jac, vjp_y, vjp_p = kernels.rhs, kernels.jac_y, kernels.vjp_y, kernels.vjp_p
     events = compile_event_kernels(system)
     adjoint_jump = rhs if events is None else events.adjoint_jump
+    time_gradient = rhs if events is None else events.time_gradient
     rtol = np.full(n, controls.relative_tolerance_forward)
     atol = controls.absolute_tolerance_forward
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
@@ -804,6 +809,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
                 rtol_w,
                 atol_w,
                 adjoint_jump,
+                time_gradient,
                 np.ascontiguousarray(ev_t[e, : ev_counts[e]]),
                 np.ascontiguousarray(ev_id[e, : ev_counts[e], 0]),
                 np.ascontiguousarray(ev_id[e, : ev_counts[e], 1]),

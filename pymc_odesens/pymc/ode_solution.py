@@ -11,7 +11,13 @@ from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.experiments import OdeSpec
 from pymc_odesens.pymc.graph_inputs import known_times, real_tensor
 from pymc_odesens.pymc.graph_traversal import ancestors
-from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.ops import (
+    OdeAdjointOp,
+    OdeDiscreteAdjointOp,
+    OdeForwardOp,
+    OdePbsOp,
+    OdeStatesOp,
+)
 from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.pymc.steady_state_solution import (
     Preequilibration,
@@ -22,11 +28,12 @@ from pymc_odesens.pymc.steady_state_solution import (
     steady_state_tensors,
 )
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
+from pymc_odesens.sensitivity.pbs_options import PBS_ALGORITHMS, PbsOptions, resolve_pbs_options
 from pymc_odesens.solvers.controls import METHODS, validate_times
 
 __all__ = ["ode_solution", "choose_sensitivity_route", "SENSITIVITY_ROUTES"]
 
-SENSITIVITY_ROUTES = ("auto", "forward", "adjoint", "none")
+SENSITIVITY_ROUTES = ("auto", "forward", "adjoint", "pbs", "pbsr", "exp", "none")
 _SIMPLE_CONTROLS = ("relative_tolerance", "absolute_tolerance", "max_num_steps")
 
 
@@ -207,6 +214,7 @@ def ode_solution(
     sensitivity: str = "auto",
     on_failure: str | None = None,
     name: str | None = None,
+    pbs_options: PbsOptions | dict | None = None,
     preequilibration: Preequilibration | None = None,
     steady_state_controls: dict | None = None,
     **controls,
@@ -228,7 +236,7 @@ def ode_solution(
     t0 : float
         Initial time.
     method : {"bdf", "adams", "rk45", "ckrk"}
-    sensitivity : {"auto", "forward", "adjoint", "none"}
+    sensitivity : {"auto", "forward", "adjoint", "pbs", "pbsr", "exp", "none"}
         How gradients are computed:
 
         - ``"forward"``: the solve also returns the forward sensitivities,
@@ -236,6 +244,14 @@ def ode_solution(
         - ``"adjoint"``: the solve keeps checkpoints; the gradient runs one
           backward pass per evaluation (Stan's ``ode_adjoint_tol_ctl``;
           ``bdf``/``adams`` only).
+        - ``"pbs"``, ``"pbsr"``, ``"exp"``: the solve integrates the state
+          alone and carries an approximate ``S`` over its accepted steps with
+          the Peano-Baker series (``solve_sensitivity``'s methods of the same
+          names, docs/pbs.md); the gradient contracts that ``S``. Approximate:
+          HMC/NUTS stay valid MCMC (the accept step uses the exact
+          log-density) but mix worse when the approximation is poor. Not for
+          systems with events. :func:`pymc_odesens.pbs_branch_counts` gives
+          the branch each solver step took.
         - ``"auto"``: forward or adjoint by :func:`choose_sensitivity_route`.
         - ``"none"``: states only, no gradient (prediction, simulation).
     on_failure : {"reject", "raise"}, optional
@@ -251,6 +267,10 @@ def ode_solution(
         model): the :class:`~pymc_odesens.OdeSolverError` propagates.
     name : str, optional
         Name of the failure potential (default ``"<system>_solver_failed"``).
+    pbs_options : PbsOptions or dict, optional
+        Options of the ``"pbs"``, ``"pbsr"`` and ``"exp"`` routes (see
+        :class:`~pymc_odesens.sensitivity.PbsOptions`; None: its defaults).
+        Only valid with these routes.
     preequilibration : Preequilibration, optional
         Start from the steady state of a pre-equilibration setting: its parameters (and
         optionally its starting state and the states re-initialised afterwards, see
@@ -283,9 +303,13 @@ def ode_solution(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if sensitivity not in SENSITIVITY_ROUTES:
+        raise ValueError(f"sensitivity must be one of {SENSITIVITY_ROUTES}; got {sensitivity!r}")
+    if sensitivity in PBS_ALGORITHMS:
+        _check_pbs_supported(system, sensitivity)
+        pbs_options = resolve_pbs_options(pbs_options)
+    elif pbs_options is not None:
         raise ValueError(
-            f"sensitivity must be one of {SENSITIVITY_ROUTES}; got {sensitivity!r} "
-            "(the Peano-Baker routes 'pbsr' and 'exp' are not available yet)"
+            f"pbs_options applies to sensitivity='pbs', 'pbsr' or 'exp', not {sensitivity!r}"
         )
     model, on_failure = resolve_on_failure(on_failure)
     n, p = system.n_states, system.n_params
@@ -334,10 +358,13 @@ def ode_solution(
         y0_from_system=y0_from_system,
         wrt_y0=wrt_y0,
         on_failure=on_failure,
+        pbs_options=pbs_options,
     )
     _check_controls(spec)
     _compile_route_kernels(spec)
-    op_type = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}[route]
+    op_type = {"forward": OdeForwardOp, "adjoint": OdeAdjointOp, "none": OdeStatesOp}.get(
+        route, OdePbsOp
+    )
     if route == "adjoint" and spec.controls.get("adjoint_method") == "discrete":
         op_type = OdeDiscreteAdjointOp
     op = op_type(spec)
@@ -354,6 +381,17 @@ def ode_solution(
     if on_failure == "reject":
         failure_potential(model, name or f"{system.name}_solver_failed", failed_flags)
     return y if batched else y[0]
+
+
+def _check_pbs_supported(system: OdeSystem, route: str) -> None:
+    """The Peano-Baker march has no event jumps: refuse systems with events (implicit,
+    explicit or trigger) when building, naming them."""
+    if system.events:
+        names = ", ".join(f"{event.kind} event {event.name!r}" for event in system.events)
+        raise ValueError(
+            f"sensitivity={route!r} does not support systems with events (system "
+            f"{system.name!r} declares {names}); use sensitivity='forward' or 'adjoint'"
+        )
 
 
 def _is_constant(x) -> bool:
@@ -385,3 +423,5 @@ def _compile_route_kernels(spec: OdeSpec) -> None:
         compile_sensitivity_kernel(spec.system, "both" if spec.wrt_y0 else "params")
     elif spec.route == "adjoint":
         compile_adjoint_kernels(spec.system)
+    elif spec.route in PBS_ALGORITHMS:
+        import pymc_odesens.sensitivity.pbs  # noqa: F401  (loads the compiled march)

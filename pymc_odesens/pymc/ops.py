@@ -8,6 +8,9 @@ Inputs are ``[y0, params]`` (or ``[params]`` when the system supplies
 - :class:`OdeStatesOp`: states only (no gradient; for prediction).
 - :class:`OdeForwardOp`: states and forward sensitivities; the gradient is a
   contraction with the stored sensitivities, so it costs no second solve.
+- :class:`OdePbsOp`: states and Peano-Baker sensitivities (PBS, PBSR, Exp) from
+  one state solve, and the number of solver steps per branch; the gradient is
+  the forward Op's contraction, with the approximate ``S``.
 - :class:`OdeAdjointOp` and :class:`OdeAdjointVJPOp`: the forward phase returns
   its checkpoints as arrays that the backward phase reads; the backward phase
   returns its own ``failed`` flags.
@@ -33,13 +36,16 @@ from pymc_odesens.pymc.experiments import (
     solve_adjoint_forward,
     solve_discrete_adjoint_forward,
     solve_forward,
+    solve_pbs,
     solve_states,
 )
 from pymc_odesens.pymc.rejection import GradientGuard
+from pymc_odesens.sensitivity.pbs_report import BRANCH_NAMES
 
 __all__ = [
     "OdeStatesOp",
     "OdeForwardOp",
+    "OdePbsOp",
     "OdeAdjointOp",
     "OdeAdjointVJPOp",
     "OdeDiscreteAdjointOp",
@@ -116,13 +122,16 @@ class OdeForwardOp(_OdeOp):
     """``(y, S, [S_y0,] failed)``: states and forward sensitivities in one solve."""
 
     def make_node(self, y0, params):
+        return Apply(self, self._inputs(y0, params), self._output_types())
+
+    def _output_types(self) -> list:
         s = self.spec
         n, p, e, t = s.system.n_states, s.system.n_params, s.n_experiments, s.n_times
         outputs = [self._y_type(), pt.tensor(dtype="float64", shape=(e, t, n, p))]
         if s.wrt_y0:
             outputs.append(pt.tensor(dtype="float64", shape=(e, t, n, n)))
         outputs.append(self._failed_type())
-        return Apply(self, self._inputs(y0, params), outputs)
+        return outputs
 
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
@@ -150,6 +159,43 @@ class OdeForwardOp(_OdeOp):
         else:
             grad_y0 = pt.zeros_like(y0)
         return [grad_y0, *grads]
+
+
+class OdePbsOp(OdeForwardOp):
+    """``(y, S, [S_y0,] branches, failed)``: states and the Peano-Baker ``S`` of
+    ``spec.route`` ("pbs", "pbsr" or "exp") from one state solve.
+
+    ``branches`` (E, len(BRANCH_NAMES)) int64 counts the solver steps of each
+    experiment per branch (``PbsStepReport.counts()`` of
+    :func:`~pymc_odesens.solve_sensitivity`). The gradient contracts the
+    cotangent with the approximate ``S``, as :class:`OdeForwardOp` does with the
+    exact one.
+    """
+
+    def __str__(self) -> str:
+        s = self.spec
+        return f"OdePbsOp{{{s.system.name}, {s.method}, {s.route}}}"
+
+    def _output_types(self) -> list:
+        *solution, failed = super()._output_types()
+        branches = pt.tensor(dtype="int64", shape=(self.spec.n_experiments, len(BRANCH_NAMES)))
+        return [*solution, branches, failed]
+
+    def perform(self, node, inputs, outputs):
+        y0, params = self._split(inputs)
+        y, s_p, s_y0, branches, failed = solve_pbs(self.spec, y0, params)
+        outputs[0][0] = y
+        outputs[1][0] = s_p
+        if self.spec.wrt_y0:
+            outputs[2][0] = s_y0
+        outputs[-2][0] = branches
+        outputs[-1][0] = failed
+
+    def L_op(self, inputs, outputs, output_grads):
+        # the branch counts are integers, like `failed`: no gradient flows through them
+        drop = len(outputs) - 2
+        keep = [i for i in range(len(outputs)) if i != drop]
+        return super().L_op(inputs, [outputs[i] for i in keep], [output_grads[i] for i in keep])
 
 
 class _AdjointPhaseOp(_OdeOp):

@@ -33,7 +33,13 @@ from pymc_odesens.pymc.experiments import (
     _y0_row,
 )
 from pymc_odesens.pymc.graph_traversal import ancestors
-from pymc_odesens.pymc.ops import OdeAdjointOp, OdeDiscreteAdjointOp, OdeForwardOp, OdeStatesOp
+from pymc_odesens.pymc.ops import (
+    OdeAdjointOp,
+    OdeDiscreteAdjointOp,
+    OdeForwardOp,
+    OdePbsOp,
+    OdeStatesOp,
+)
 from pymc_odesens.sensitivity import solve_sensitivity
 from pymc_odesens.sensitivity.adjoint_controls import ADJOINT_DEFAULTS
 from pymc_odesens.sensitivity.pbs_options import PBS_ALGORITHMS, PbsOptions
@@ -48,7 +54,7 @@ __all__ = [
     "with_sensitivity_route",
 ]
 
-ODE_OPS = (OdeStatesOp, OdeForwardOp, OdeAdjointOp, OdeDiscreteAdjointOp)
+ODE_OPS = (OdeStatesOp, OdeForwardOp, OdePbsOp, OdeAdjointOp, OdeDiscreteAdjointOp)
 """The Ops of :func:`pymc_odesens.ode_solution` whose solution a route Op replaces."""
 
 
@@ -211,6 +217,7 @@ def with_sensitivity_route(
         replacements[node.outputs[0]] = new[0]
         replacements[node.outputs[-1]] = new[-1]
         if isinstance(node.op, OdeForwardOp):
+            # (an OdePbsOp's branch counts, after S and S_y0, have no counterpart)
             for old_s, new_s in zip(node.outputs[1:-1], new[1:-1]):
                 replacements[old_s] = new_s
     if not replacements:

@@ -11,6 +11,7 @@ from pymc_odesens.sensitivity.fisher_information import (
     FisherInformationResult,
     fisher_information,
 )
+from pymc_odesens.sensitivity.pbs_errors import NonFiniteSensitivityError
 from pymc_odesens.sensitivity.pbs_options import PbsOptions
 from pymc_odesens.sensitivity.pbs_report import PbsStepReport
 from pymc_odesens.sensitivity.result import SensitivityResult
@@ -29,6 +30,7 @@ from pymc_odesens.sensitivity.steady_state_errors import (
 __all__ = [
     "SENSITIVITY_METHODS",
     "SensitivityResult",
+    "NonFiniteSensitivityError",
     "PbsOptions",
     "PbsStepReport",
     "solve_sensitivity",

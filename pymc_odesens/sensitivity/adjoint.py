@@ -28,9 +28,10 @@ import numpy as np
 from pymc_odesens.codegen import compile_adjoint_kernels, compile_event_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
+from pymc_odesens.sensitivity.event_adjoint import frozen_time
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.compiled_entry import compiled_entry
-from pymc_odesens.solvers.integrate import EventLog, hybrid_event_arguments
+from pymc_odesens.solvers.integrate import EventLog, EventRecord, hybrid_event_arguments
 from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
 
@@ -80,8 +81,10 @@ class AdjointCheckpoints:
     stats : dict
         Statistics of the forward solve.
     events : EventLog or None
-        For systems with events: the events that happened, with the state
-        just before each (the backward pass undoes their jumps).
+        For systems with events: the events that executed, with the state
+        just before each.
+    event_record : EventRecord or None
+        The driver's log of the event instants (the backward pass undoes them).
     step_log, snapshots : numpy.ndarray or None
         With ``adjoint_method="discrete"``: the forward run's log of operations
         on its history (four numbers per operation) and the history at every
@@ -96,6 +99,7 @@ class AdjointCheckpoints:
     stats: dict
     problem: OdeProblem = field(repr=False)
     events: EventLog | None = None
+    event_record: EventRecord | None = None
     step_log: np.ndarray | None = field(default=None, repr=False)
     snapshots: np.ndarray | None = field(default=None, repr=False)
     _buffer_capacity: int = field(default=0, repr=False)
@@ -130,13 +134,9 @@ class AdjointCheckpoints:
         adjoint_rhs, adjoint_jac = compile_adjoint_kernels(system)
         kernels = problem.kernels
         event_kernels = compile_event_kernels(system)
-        event_jump = adjoint_rhs if event_kernels is None else event_kernels.adjoint_jump
-        log = self.events
+        event_jump, time_gradient = self._event_kernels(event_kernels, adjoint_rhs)
         event_log = self._event_arrays()
-        t_frozen = np.inf
-        if log is not None:
-            last_terminal = log.times.size and event_kernels.terminal[log.index[-1]]
-            t_frozen = float(log.times[-1]) if last_terminal else np.inf
+        t_frozen = float(frozen_time(event_log[0], event_log[1]))
         params = problem.params if p else np.zeros(1)
         rtol_f = np.full(n, controls.relative_tolerance_forward)
         rtol_b = np.concatenate(
@@ -188,6 +188,7 @@ class AdjointCheckpoints:
                 controls.max_num_steps,
                 buf,
                 event_jump,
+                time_gradient,
                 *event_log,
                 t_frozen,
                 z,
@@ -206,7 +207,7 @@ class AdjointCheckpoints:
             else:
                 label = f"adjoint backward solve ({controls.backward_method})"
                 names = [f"lambda_{s}" for s in system.states] + [f"mu_{q}" for q in system.params]
-            st.raise_for_status(code, info[: st.INFO_SIZE], label, names)
+            st.raise_for_status(code, info[: st.INFO_SIZE], label, names, self._event_names())
         lam = z[:n].copy()
         grad_p = z[n:].copy()
         if problem.y0_from_params and p:
@@ -221,12 +222,21 @@ class AdjointCheckpoints:
         return AdjointGradient(params=grad_p, y0=lam, y=self.y, stats=stats)
 
     def _event_arrays(self) -> tuple:
-        """``(times, index, slot, before)`` of the event log (empty without events)."""
-        log = self.events
-        if log is None:
-            n = self.problem.system.n_states
-            return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, n))
-        return log.times, log.index, log.slot, log.before
+        """``(times, index, slot, states)`` of the event record (empty without events)."""
+        record = self.event_record
+        if record is None:
+            record = EventRecord.empty(self.problem.system.n_states)
+        return record.arrays()
+
+    @staticmethod
+    def _event_kernels(event_kernels, fallback) -> tuple:
+        """``(adjoint_jump, time_gradient)`` of the events (``fallback`` without events)."""
+        if event_kernels is None:
+            return fallback, fallback
+        return event_kernels.adjoint_jump, event_kernels.time_gradient
+
+    def _event_names(self):
+        return tuple(e.name for e in self.problem.system.events)
 
     def _discrete_backward(self, cotangent) -> AdjointGradient:
         from pymc_odesens.sensitivity.discrete_adjoint import discrete_adjoint_backward
@@ -240,6 +250,7 @@ class AdjointCheckpoints:
         params = problem.params if p else np.zeros(1)
         event_kernels = compile_event_kernels(system)
         event_log = self._event_arrays()
+        event_jump, time_gradient = self._event_kernels(event_kernels, kernels.rhs)
         y0_bar = np.zeros(n)
         p_bar = np.zeros(p)
         stats_r = st.new_stats()
@@ -258,14 +269,17 @@ class AdjointCheckpoints:
             self.snapshots.shape[0],
             np.full(n, controls.relative_tolerance_forward),
             controls.absolute_tolerance_forward,
-            kernels.rhs if event_kernels is None else event_kernels.adjoint_jump,
+            event_jump,
+            time_gradient,
             *event_log,
             y0_bar,
             p_bar,
             stats_r,
             info,
         )
-        st.raise_for_status(code, info, "discrete adjoint replay (bdf)", system.states)
+        st.raise_for_status(
+            code, info, "discrete adjoint replay (bdf)", system.states, self._event_names()
+        )
         if problem.y0_from_params and p:
             jac0 = kernels.evaluate("initial_state_jac", problem.t0, problem.y0, problem.params)
             p_bar += jac0 @ y0_bar
@@ -335,12 +349,13 @@ def adjoint_forward(
     event_arguments = hybrid_event_arguments(
         event_kernels,
         None if event_kernels is None else event_kernels.jump,
+        None if event_kernels is None else event_kernels.time_sensitivity,
         problem.t0,
         problem.params,
         problem.kernels.rhs,
     )
     capacity = _INITIAL_CHECKPOINT_CAPACITY
-    event_capacity = 16 + 2 * event_arguments[4].size
+    event_capacity = 16 + 4 * event_arguments[9].size
     log_capacity = 1024 if discrete else 0
     width = snapshot_width(BDF, n)
     while True:
@@ -404,19 +419,19 @@ def adjoint_forward(
         info,
         f"adjoint forward solve ({ctl.forward_method})",
         system.states,
-        [event.name for event in system.events],
+        None if event_kernels is None else event_kernels.names,
     )
     k = int(count[0])
-    events = None
+    events = record = None
     if event_kernels is not None:
         m = int(ev_count[0])
-        events = EventLog(
+        record = EventRecord(
             times=ev_t[:m].copy(),
             index=ev_index[:m].copy(),
             slot=ev_slot[:m].copy(),
-            before=ev_y[:m].copy(),
-            names=[event_kernels.names[e] for e in ev_index[:m]],
+            states=ev_y[:m].copy(),
         )
+        events = record.public(event_kernels.names)
     return AdjointCheckpoints(
         t=problem.times,
         y=y_out,
@@ -426,6 +441,7 @@ def adjoint_forward(
         stats=st.stats_dict(stats),
         problem=problem,
         events=events,
+        event_record=record,
         step_log=op_log[: op_count[0]].copy() if discrete else None,
         snapshots=snapshots[: op_count[1]].copy() if discrete else None,
     )

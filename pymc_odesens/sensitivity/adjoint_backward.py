@@ -11,9 +11,10 @@ derivative) when the backward pass enters it. Memory is the checkpoints plus
 one stretch.
 
 Every value of ``[lambda, mu]`` the pass produces is checked: the integrations
-check theirs (see :mod:`pymc_odesens.solvers.multistep`), and the events' adjoint
-jumps and the short explicit stretches are checked here (``NON_FINITE_DERIVATIVE``
-at the time where it happened, in the backward phase).
+check theirs (see :mod:`pymc_odesens.solvers.multistep`), the events' adjoint jumps are
+checked where they are undone (:mod:`pymc_odesens.sensitivity.event_adjoint`), and the
+short explicit stretches here (``NON_FINITE_DERIVATIVE`` at the time where it happened,
+in the backward phase).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
+from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
@@ -59,10 +61,11 @@ BACKWARD_SIGNATURE = types.int64(
     types.int64,  # max_num_steps
     types.float64[::1],  # trajectory buffer (parameters + room for one stretch)
     KERNEL_TYPE,  # event_adjoint_jump (events only)
-    types.float64[::1],  # event times, in the order they happened
-    types.int64[::1],  # their event indices
-    types.int64[::1],  # their time positions (explicit events; -1 implicit)
-    types.float64[:, ::1],  # the state just before each event
+    KERNEL_TYPE,  # event_time_gradient (events only)
+    types.float64[::1],  # event log (solvers.event_instant): times
+    types.int64[::1],  # event indices (INSTANT_END rows close an instant)
+    types.int64[::1],  # executions back to the trigger time / the instant's cause
+    types.float64[:, ::1],  # the state before each event / after each instant
     types.float64,  # t_frozen: a terminal event's time (the state is constant after it)
     types.float64[::1],  # z (N + P,), out: [lambda(t0), mu(t0)]
     types.int64[::1],  # statistics of the re-integration
@@ -93,6 +96,7 @@ def backward_pass(
     max_num_steps,
     buf,
     adjoint_jump,
+    time_gradient,
     ev_t,
     ev_index,
     ev_slot,
@@ -106,10 +110,10 @@ def backward_pass(
     """Integrate the adjoint from ``times[-1]`` to ``t0``; ``z`` ends as ``[lambda(t0), mu(t0)]``.
 
     At an output time its cotangent is added to ``lambda`` (outputs are right
-    limits), then the events at that time are undone in reverse order by the
-    transposed jump (``adjoint_jump`` with the state before each event), which also
-    adds each event's term to ``mu``. After a terminal event at ``t_frozen`` the
-    state is constant, so ``lambda`` only collects cotangents there.
+    limits), then the event instant at that time is undone
+    (:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instants`), which also
+    adds its terms to ``mu``. After a terminal event at ``t_frozen`` the state is
+    constant, so ``lambda`` only collects cotangents there.
 
     Returns a status code; on failure ``info[4]`` tells the phase.
     """
@@ -134,8 +138,7 @@ def backward_pass(
     target_s = np.empty(1)
     z_end = np.empty((1, n_z))
     n_p = n_z - n
-    v_jump = np.zeros(2 + n)
-    jump_out = np.empty(n_z)
+    instant_work = instant_workspace(ev_index, n, n_p)
     for i in range(n_z):
         z[i] = 0.0
     t_end = min(times[n_times - 1], t_frozen)
@@ -148,21 +151,25 @@ def backward_pass(
             for k in range(n):
                 z[k] += cotangent[i, k]
             i -= 1
-        while k_event >= 0 and ev_t[k_event] >= t_cur:
-            v_jump[0], v_jump[1] = ev_index[k_event], ev_slot[k_event]
-            for k in range(n):
-                v_jump[2 + k] = z[k]
-            adjoint_jump(t_cur, ev_y[k_event].ctypes, p.ctypes, v_jump.ctypes, jump_out.ctypes)
-            bad = first_non_finite(jump_out, n_z)
-            if bad >= 0:
-                info[0], info[1], info[2], info[3] = t_cur, 0.0, bad, ev_index[k_event]
-                info[4] = PHASE_BACKWARD
-                return st.NON_FINITE_DERIVATIVE
-            for k in range(n):
-                z[k] = jump_out[k]
-            for k in range(n_p):
-                z[n + k] += jump_out[n + k]
-            k_event -= 1
+        code, k_event = undo_event_instants(
+            adjoint_jump,
+            time_gradient,
+            rhs,
+            p,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_y,
+            k_event,
+            t_cur,
+            z[:n],
+            z[n:],
+            instant_work,
+            info,
+        )
+        if code != st.SUCCESS:
+            info[4] = PHASE_BACKWARD
+            return code
         if i < 0 and k_event < 0 and t_cur <= t0:
             break
         target = t0

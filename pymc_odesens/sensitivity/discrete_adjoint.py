@@ -19,10 +19,12 @@ snapshots, last first, it
    (``w = (I - c J_y)^{-T} y_bar``, ``p_bar += c (df/dp)^T w``), the predictor
    and the re-samplings.
 
-With events, the forward run is one logged run per stretch between event
-times; going backwards, the events are undone between runs by the transposed
-jump of the continuous adjoint (with its event-time terms), and the cotangent
-of the state before them enters the run's last step through its dense output.
+With events, the forward run is one logged run per stretch between the instants
+where the integration stopped; going backwards, the events of an instant are undone
+between runs as in the continuous adjoint
+(:func:`~pymc_odesens.sensitivity.event_adjoint.undo_event_instants`, with the
+event-time terms), and the cotangent of the state before them enters the run's last
+step through its dense output.
 
 The result is the gradient of the computed solution (for the logged step
 sequence), which is what a sampler that uses the computed likelihood needs.
@@ -45,6 +47,7 @@ import numpy as np
 from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
+from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import bdf_formula
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
@@ -75,11 +78,12 @@ DISCRETE_ADJOINT_SIGNATURE = types.int64(
     types.int64,  # n_snapshots
     types.float64[::1],  # rtol (N,): the forward run's, for the replayed Newton iterations
     types.float64[::1],  # atol (N,)
-    KERNEL_TYPE,  # adjoint_jump of the events (y: state before, v: [event, slot, lambda+])
-    types.float64[::1],  # ev_t: event log, times (E,)
-    types.int64[::1],  # ev_index
+    KERNEL_TYPE,  # event_adjoint_jump
+    KERNEL_TYPE,  # event_time_gradient
+    types.float64[::1],  # ev_t: event log (solvers.event_instant), times (E,)
+    types.int64[::1],  # ev_index (INSTANT_END rows close an instant)
     types.int64[::1],  # ev_slot
-    types.float64[:, ::1],  # ev_y: state before each event (E, N)
+    types.float64[:, ::1],  # ev_y: state before each event / after each instant (E, N)
     types.float64[::1],  # y0_bar (N,), written
     types.float64[::1],  # p_bar (P,), written
     types.int64[::1],  # stats of the replay
@@ -138,27 +142,6 @@ def _run_start(op_log, index):
         if op_log[k, 0] == OP_INIT:
             return op_log[k, 3]
     return op_log[0, 3]
-
-
-@njit(cache=True)
-def _undo_events(
-    adjoint_jump, p, ev_t, ev_index, ev_slot, ev_y, k_event, after, lam, v_jump, jump_out, p_bar
-):
-    """Transposed jumps of the events ``k_event, k_event - 1, ...`` later than ``after``:
-    ``lam`` becomes the cotangent of the state before them, their terms go to ``p_bar``.
-    Returns the index of the last event not undone."""
-    n = lam.size
-    while k_event >= 0 and ev_t[k_event] > after:
-        v_jump[0], v_jump[1] = ev_index[k_event], ev_slot[k_event]
-        for i in range(n):
-            v_jump[2 + i] = lam[i]
-        adjoint_jump(ev_t[k_event], ev_y[k_event].ctypes, p.ctypes, v_jump.ctypes, jump_out.ctypes)
-        for i in range(n):
-            lam[i] = jump_out[i]
-        for i in range(p_bar.size):
-            p_bar[i] += jump_out[n + i]
-        k_event -= 1
-    return k_event
 
 
 @njit(cache=True)
@@ -222,6 +205,7 @@ def discrete_adjoint_backward(
     rtol,
     atol,
     adjoint_jump,
+    time_gradient,
     ev_t,
     ev_index,
     ev_slot,
@@ -233,14 +217,14 @@ def discrete_adjoint_backward(
 ):
     """Cotangents of ``y0`` and ``p`` of a logged run, given ``cotangent[i] = dL/dy(t_i)``.
 
-    With events the log holds one run per stretch between event times (each
-    starting with its ``OP_INIT`` row). Going backwards, at the end of a run the
-    cotangents of the outputs at or after its end time (right limits: the state
-    after the events, or frozen after a terminal one) are added to ``lambda``,
-    the events there are undone by ``adjoint_jump`` (the transposed jump with the
-    event-time terms, as in the continuous adjoint), and ``lambda`` enters the
-    run's last step through the dense output at the event time; at the start of
-    a run its initial table gives ``lambda`` at the run's initial state.
+    With events the log holds one run per stretch between the instants where the
+    integration stopped (each run starting with its ``OP_INIT`` row). Going backwards,
+    at the end of a run the cotangents of the outputs at or after its end time (right
+    limits: the state after the events, or frozen after a terminal one) are added to
+    ``lambda``, the event instant there (if events executed) is undone as in the
+    continuous adjoint, and ``lambda`` enters the run's last step through the dense
+    output at that time; at the start of a run its initial table gives ``lambda`` at
+    the run's initial state.
 
     Returns a status of :mod:`pymc_odesens.solvers.status` (``NEWTON_FAILED``
     if a replayed corrector does not converge even with a fresh Jacobian).
@@ -289,8 +273,7 @@ def discrete_adjoint_backward(
     dense_weights = np.empty(rows)
 
     lam = np.zeros(n)  # cotangent of the state between runs
-    v_jump = np.zeros(2 + n)
-    jump_out = np.empty(n + n_p)
+    instant_work = instant_workspace(ev_index, n, n_p)
     for i in range(n_p):
         p_bar[i] = 0.0
     out_index = n_times - 1
@@ -303,27 +286,34 @@ def discrete_adjoint_backward(
         tau = np.inf
         if ends_run:
             t_start = _run_start(op_log, start)
-            if k_event >= 0 and ev_t[k_event] > t_start:
-                # the run ended at the events at tau: outputs from tau on are right limits
-                tau = ev_t[k_event]
+            if end < n_ops:
+                tau = op_log[end, 3]  # the next run starts where this one stopped
+            elif k_event >= 0 and ev_t[k_event] > t_start:
+                tau = ev_t[k_event]  # the last run ended at a terminal instant
+            if tau < np.inf:
+                # outputs from tau on are right limits (after the instant's events)
                 while out_index >= 0 and times[out_index] >= tau:
                     for i in range(n):
                         lam[i] += cotangent[out_index, i]
                     out_index -= 1
-                k_event = _undo_events(
+                code, k_event = undo_event_instants(
                     adjoint_jump,
+                    time_gradient,
+                    rhs,
                     p,
                     ev_t,
                     ev_index,
                     ev_slot,
                     ev_y,
                     k_event,
-                    t_start,
+                    tau,
                     lam,
-                    v_jump,
-                    jump_out,
                     p_bar,
+                    instant_work,
+                    info,
                 )
+                if code != st.SUCCESS:
+                    return code
                 inject = True
         for i in range(n):
             y_cur[i] = snapshots[s, 1 + i]
@@ -531,8 +521,10 @@ def discrete_adjoint_backward(
         for i in range(n):
             lam[i] += cotangent[out_index, i]
         out_index -= 1
-    _undo_events(
+    code, k_event = undo_event_instants(
         adjoint_jump,
+        time_gradient,
+        rhs,
         p,
         ev_t,
         ev_index,
@@ -541,10 +533,12 @@ def discrete_adjoint_backward(
         k_event,
         -np.inf,
         lam,
-        v_jump,
-        jump_out,
         p_bar,
+        instant_work,
+        info,
     )
+    if code != st.SUCCESS:
+        return code
     for i in range(n):
         y0_bar[i] = lam[i]
     bad = first_non_finite(y0_bar, n)

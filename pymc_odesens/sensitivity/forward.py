@@ -92,32 +92,18 @@ def forward_sensitivities(
         )
     else:
         jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
-        z_out, stats, full_log = integrate_events(
+        z_out, stats, record = integrate_events(
             problem.controls.method,
             compile_sensitivity_kernel(system, wrt),
             problem.kernels.jac_y,
             jump,
+            time_sensitivity,
             event_kernels,
             *arguments,
             **options,
         )
-        dtau = np.array(
-            [
-                evaluate_kernel(
-                    time_sensitivity, tau, z_before, problem.params, blocks, np.array([e, s])
-                )
-                for tau, e, s, z_before in zip(
-                    full_log.times, full_log.index, full_log.slot, full_log.before
-                )
-            ]
-        ).reshape(-1, blocks)
-        log = EventLog(
-            times=full_log.times,
-            index=full_log.index,
-            slot=full_log.slot,
-            before=np.ascontiguousarray(full_log.before[:, :n]),
-            names=full_log.names,
-        )
+        dtau = _event_time_sensitivities(record, time_sensitivity, problem.params, blocks)
+        log = record.public(event_kernels.names, width=n)
     n_times = problem.times.size
     y = z_out[:, :n].copy()
     sens = z_out[:, n:].reshape(n_times, blocks, n).transpose(0, 2, 1)
@@ -125,6 +111,27 @@ def forward_sensitivities(
     s_params = np.ascontiguousarray(sens[:, :, :n_p]) if wrt != "y0" else None
     s_y0 = np.ascontiguousarray(sens[:, :, n_p:]) if wrt != "params" else None
     return y, s_params, s_y0, stats, log, dtau
+
+
+def _event_time_sensitivities(record, time_sensitivity, params, blocks: int) -> np.ndarray:
+    """``d tau / d alpha`` (K, columns) of each executed event: its instant's, from the
+    instant's cause and the vector before its first event (the rows before a closing row)."""
+    rows = []
+    first = 0
+    for k, index in enumerate(record.index):
+        if index >= 0:
+            continue
+        dtau = evaluate_kernel(
+            time_sensitivity,
+            record.times[k],
+            record.states[first],
+            params,
+            blocks,
+            np.array([float(record.slot[k])]),
+        )
+        rows += [dtau] * (k - first)
+        first = k + 1
+    return np.array(rows).reshape(-1, blocks)
 
 
 def component_names(system, n_p: int, n_y0: int) -> list[str]:

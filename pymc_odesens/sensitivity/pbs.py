@@ -17,6 +17,7 @@ import numpy as np
 from pymc_odesens.codegen import compile_event_kernels
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks
 from pymc_odesens.sensitivity.forward import initial_sensitivities
+from pymc_odesens.sensitivity.pbs_errors import non_finite_sensitivity_error
 from pymc_odesens.sensitivity.pbs_march import (
     COUNTER_NAMES,
     MARCH_SIGNATURE,
@@ -113,9 +114,17 @@ def _first_non_finite_jacobian(problem: OdeProblem, trajectory: RecordedTrajecto
 
 
 def pbs_sensitivities(
-    problem: OdeProblem, wrt: str, algorithm: str, options: PbsOptions
+    problem: OdeProblem,
+    wrt: str,
+    algorithm: str,
+    options: PbsOptions,
+    *,
+    non_finite: str = "warn",
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, dict, PbsStepReport]:
     """States and sensitivities by ``algorithm`` ("pbs", "pbsr" or "exp").
+
+    ``non_finite``: what a non-finite ``S`` does, ``"warn"`` (a RuntimeWarning; ``S``
+    keeps the NaN) or ``"raise"`` (:class:`NonFiniteSensitivityError`).
 
     Returns
     -------
@@ -170,6 +179,9 @@ def pbs_sensitivities(
         substeps,
         counters,
     )
+    if non_finite == "raise" and (code != 0 or not np.all(np.isfinite(s_out))):
+        first_bad = int(np.argmin(np.isfinite(s_out).all(axis=(1, 2))))
+        raise non_finite_sensitivity_error(algorithm, problem.times[first_bad], code != 0)
     if code != 0:
         t_bad = _first_non_finite_jacobian(problem, trajectory, n_p)
         st.raise_for_status(

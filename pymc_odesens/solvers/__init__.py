@@ -2,6 +2,8 @@
 
 from pymc_odesens.solvers.controls import METHODS, SolverControls, resolve_controls
 from pymc_odesens.solvers.errors import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -24,5 +26,7 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
 ]

@@ -9,6 +9,8 @@ __all__ = [
     "NonFiniteRhsError",
     "NewtonConvergenceError",
     "EventTimeError",
+    "EventAccumulationError",
+    "EventSensitivityError",
     "NonFiniteInputError",
 ]
 
@@ -65,6 +67,29 @@ class NewtonConvergenceError(OdeSolverError):
 
 class EventTimeError(OdeSolverError):
     """An explicit event's time is not finite at the given parameters (``.t`` is its value)."""
+
+
+class EventAccumulationError(OdeSolverError):
+    """Events accumulate (Zeno behaviour): they no longer let the time advance.
+
+    Raised when an implicit event's condition crosses zero again within a few units in
+    the last place of ``t`` of its previous crossing (the bounces of a ball with
+    restitution below 1 accumulate at a finite time, and no solver can pass it), when the
+    events at one time keep triggering one another (a cascade that does not end), or
+    when an event's trigger fires again at the same time before its first firing has
+    executed. The message names the time and the event.
+    """
+
+
+class EventSensitivityError(OdeSolverError):
+    """A sensitivity across an event instant is not defined (it is refused, not guessed).
+
+    Raised by forward sensitivities and adjoint gradients when the event time does not
+    depend smoothly on the parameters: its condition crosses zero with zero speed
+    (``dg/dt + dg/dy f = 0``), or events at the same time were set off by causes that
+    move differently with the parameters (two event times that coincide only at these
+    parameter values), so that the derivative is one-sided.
+    """
 
 
 class NonFiniteInputError(OdeSolverError, ValueError):

@@ -6,10 +6,15 @@ at the interior points ``t + k h / EVENT_SAMPLES``: a sign change over any of th
 sub-intervals counts (CVODE looks at the step's ends only, so a condition crossing zero
 and back within one long step, for instance a periodic function of ``t`` while the
 state is at rest, is missed there; here only if it happens within a fraction of the
-step). Each condition has a *side*, the sign it had at the last point looked at (0
-while undetermined: at the start of a run where the condition is within ``g_zero[j]``
-of zero, for instance right after its own event left the state on the switching
-surface). A change of side counts when its direction matches the condition's (``+1``
+step). Each condition has a *side*, the sign it had at the last point looked at. At
+the start of a run, ``g_zero[j]`` says how it is set: a margin ``>= 0`` (the side is
+the sign of ``g_j``, or 0, undetermined, while ``|g_j| <= g_zero[j]``: for instance right
+after its own event left the state on the switching surface), or one of
+``FORCE_POSITIVE`` / ``FORCE_NEGATIVE``, a side fixed by the caller (the direction in
+which the condition leaves zero after an event, from its time derivative): a value of
+the other sign at the start then counts as zero, so that a crossing back within the
+first sub-interval of the step (the next, tiny bounce of a ball) is still bracketed
+and located. A change of side counts when its direction matches the condition's (``+1``
 up, ``-1`` down, ``0`` both); the event time is then located on the dense output by the
 Illinois variant of regula falsi, to a few units in the last place of ``t``, and the
 earliest event of the step wins.
@@ -23,12 +28,15 @@ from numba import njit
 __all__ = [
     "EVENT_OUT_SIZE",
     "EVENT_SAMPLES",
+    "FORCE_NEGATIVE",
+    "FORCE_POSITIVE",
     "MAX_ROOT_ITERATIONS",
     "bracket_done",
     "bracket_resolution",
     "first_point",
     "illinois_step",
     "initial_sides",
+    "side_of",
     "start_bracket",
     "triggered",
     "update_sides",
@@ -46,10 +54,15 @@ evaluated on the dense output at 3 interior points besides the step's end), so t
 condition crossing zero and back within one long step is still seen unless it does so
 within a quarter of the step."""
 _ULPS = 4.0
+FORCE_POSITIVE = -1.0
+"""``g_zero[j]`` code: the run starts with condition ``j`` on its positive side."""
+FORCE_NEGATIVE = -2.0
+"""``g_zero[j]`` code: the run starts with condition ``j`` on its negative side."""
 
 
 @njit(cache=True, inline="always")
-def _sign(x):
+def side_of(x):
+    """The side of a value: 1, -1 or 0."""
     if x > 0.0:
         return 1
     if x < 0.0:
@@ -59,9 +72,20 @@ def _sign(x):
 
 @njit(cache=True)
 def initial_sides(g, g_zero, sides):
-    """Sides of the conditions at the start of a run (0 where ``|g_j| <= g_zero[j]``)."""
+    """Sides of the conditions at the start of a run: 0 where ``|g_j| <= g_zero[j]``, the
+    forced side where ``g_zero[j]`` is ``FORCE_POSITIVE`` / ``FORCE_NEGATIVE`` (a value of
+    the other sign in ``g`` is then set to 0, the start of a bracket), else the sign."""
     for j in range(sides.size):
-        sides[j] = 0 if abs(g[j]) <= g_zero[j] else _sign(g[j])
+        if g_zero[j] == FORCE_POSITIVE:
+            sides[j] = 1
+            if g[j] < 0.0:
+                g[j] = 0.0
+        elif g_zero[j] == FORCE_NEGATIVE:
+            sides[j] = -1
+            if g[j] > 0.0:
+                g[j] = 0.0
+        else:
+            sides[j] = 0 if abs(g[j]) <= g_zero[j] else side_of(g[j])
 
 
 @njit(cache=True)
@@ -70,7 +94,7 @@ def triggered(side, g_new, direction):
 
     Returns 0 (no event; the caller updates the side) or the crossing's direction.
     """
-    s = _sign(g_new)
+    s = side_of(g_new)
     if side == 0 or s == side:
         return 0
     crossing = 1 if side < 0 else -1
@@ -84,7 +108,7 @@ def update_sides(sides, g, g_previous):
     """After a sub-interval without event: the conditions' new sides (where nonzero) and values."""
     for j in range(sides.size):
         g_previous[j] = g[j]
-        s = _sign(g[j])
+        s = side_of(g[j])
         if s != 0:
             sides[j] = s
 
@@ -131,7 +155,7 @@ def illinois_step(bracket, tm, gm):
     Returns the next trial point.
     """
     ta, ga, tb, gb, last = bracket[0], bracket[1], bracket[2], bracket[3], bracket[4]
-    if gm == 0.0 or _sign(gm) == _sign(gb):
+    if gm == 0.0 or side_of(gm) == side_of(gb):
         tb, gb = tm, gm
         if last > 0.0:
             ga *= 0.5

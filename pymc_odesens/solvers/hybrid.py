@@ -1,17 +1,18 @@
-"""Integration of a hybrid ODE: runs of an integrator between events, and the jumps at them.
+"""Integration of a hybrid ODE: runs of an integrator between event instants, and the instants.
 
-The integrators stop at the first event of a run (status ``EVENT`` for an implicit
-event, located on their dense output; ``STOP`` at the next explicit event time, which
-their steps hit exactly). This driver applies the jump there, with a generated
-``jump`` kernel (the plain state's affect, or the augmented jump of the state and its
-sensitivity columns: the driver does not know which), logs the event and starts a
-new run at the event time: a clean restart, since the method's history ends at the
-discontinuity. Output times equal to an event time receive the state after it (the
-right limit); several explicit events at one time apply in declaration order, an
-implicit event before explicit ones at the same time; after a terminal event the
-state stays at its value after the jump. A jump that leaves a component NaN or
-infinite (the state, or a sensitivity column through the event time's derivative)
-ends the run with ``NON_FINITE_JUMP``.
+The integrators stop where a root atom of the events changes sign (status ``EVENT``,
+located on their dense output) or at the next scheduled time (``STOP``: an explicit
+event's time or a time atom's, which their steps hit exactly). This driver then
+processes the *instant* there (:mod:`pymc_odesens.solvers.event_instant`): which events
+fire, in which order, their jumps (generated ``jump`` kernels of the plain state or of
+the state and its sensitivity columns: the driver does not know which), cascades, and
+the sides of the atoms for the next run, which starts at the instant's time: a clean
+restart, since the method's history ends at the discontinuity. A jump that leaves a
+component NaN or infinite (the state, or a sensitivity column through the event time's
+derivative) ends the integration with ``NON_FINITE_JUMP``. ``t0`` is an instant
+too (events whose trigger is true there with ``initial_value`` false, explicit events
+due at ``t0``). Output times equal to an instant's time receive the state after it (the
+right limit); after a terminal event the state stays at its value after the instant.
 
 Compiled once for every model and method (kernels are function-pointer arguments).
 """
@@ -23,7 +24,7 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.error_norm import first_non_finite
+from pymc_odesens.solvers.event_instant import new_workspace, process_instant
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import ADAMS, BDF, run_multistep
 from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
@@ -34,29 +35,27 @@ __all__ = [
     "METHOD_CODES",
     "integrate_hybrid",
     "explicit_schedule",
-    "G_ZERO_MARGIN",
 ]
 
 METHOD_CODES = {"rk45": 0, "ckrk": 1, "bdf": 2, "adams": 3}
 """Method codes of :func:`integrate_hybrid`; rk45 and ckrk codes equal their RK method ids."""
 
-G_ZERO_MARGIN = 10.0
-"""After an implicit event the condition counts as zero (side undetermined, so that the
-event cannot fire again at once) while ``|g| <= G_ZERO_MARGIN x`` its resolution at the
-located root."""
-
 HYBRID_SIGNATURE = types.int64(
     types.int64,  # method code (METHOD_CODES)
     KERNEL_TYPE,  # rhs of the integrated vector
     KERNEL_TYPE,  # J_y of its first block
-    KERNEL_TYPE,  # event conditions (implicit events)
-    KERNEL_TYPE,  # jump of the integrated vector at an event (v = [event, slot])
-    types.int64[::1],  # event index of each implicit condition
-    types.int64[::1],  # direction of each implicit condition
-    types.float64[::1],  # explicit event times, sorted
-    types.int64[::1],  # their event indices
-    types.int64[::1],  # their positions within their events' times
-    types.int64[::1],  # terminal flag by event index
+    KERNEL_TYPE,  # event_conditions: the root atoms
+    KERNEL_TYPE,  # event_condition_rates: their time derivatives
+    KERNEL_TYPE,  # event_triggers
+    KERNEL_TYPE,  # event_priorities
+    KERNEL_TYPE,  # jump of the integrated vector at an event (v = [event, dtau...])
+    KERNEL_TYPE,  # time sensitivity of its columns (v = [cause]; not called without columns)
+    types.int64[::1],  # sign changes of each root atom that stop a run (+1, -1, 0 both)
+    types.int64[:, ::1],  # event table (codegen.event_tables)
+    types.int64[:, ::1],  # cause table: class and an event of each cause code c at c + 1
+    types.float64[::1],  # scheduled times, sorted
+    types.int64[::1],  # their owners: explicit event index, or -1 - m for time atom m
+    types.int64[::1],  # their slots (positions in event_times)
     types.float64,  # t0
     types.float64[::1],  # z0
     types.float64[::1],  # p
@@ -76,8 +75,8 @@ HYBRID_SIGNATURE = types.int64(
     types.float64[:, ::1],  # snapshots of their history (log positions over all runs)
     types.int64[::1],  # op_count (2,): log rows and snapshots over all runs
     types.float64[::1],  # ev_t: event log, times
-    types.int64[::1],  # ev_index: event indices
-    types.int64[::1],  # ev_slot: time positions (explicit; -1 implicit)
+    types.int64[::1],  # ev_index: event index (INSTANT_END rows close an instant)
+    types.int64[::1],  # ev_slot: executions back to the trigger time / the instant's cause
     types.float64[:, ::1],  # ev_z: leading components of the vector before each event
     types.int64[::1],  # ev_count (1,)
     types.float64[:, ::1],  # z_out (T, len(z0))
@@ -186,25 +185,26 @@ def _run(
 
 
 EXPLICIT_SCHEDULE_SIGNATURE = types.int64(
-    KERNEL_TYPE,  # times of the explicit events (one per slot)
-    types.int64[::1],  # event index of each slot
+    KERNEL_TYPE,  # event_times: the scheduled times (one per slot)
+    types.int64[::1],  # owner of each slot (explicit event index, or -1 - m time atom m)
     types.int64[::1],  # position of each slot within its event's times
     types.float64,  # t0
     types.float64[::1],  # p
     types.float64[::1],  # out: sorted times
-    types.int64[::1],  # out: their event indices
-    types.int64[::1],  # out: their positions
+    types.int64[::1],  # out: their owners
+    types.int64[::1],  # out: their slots
 )
 
 
 @njit(EXPLICIT_SCHEDULE_SIGNATURE, cache=True, nogil=True)
 def explicit_schedule(
-    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_event, stop_slot
+    times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
 ):
-    """Evaluate the explicit event times at ``p`` and sort them (ties in declaration order).
+    """Evaluate the scheduled times at ``p`` and sort them (ties in slot order).
 
-    Fills the three output arrays (one entry per slot); returns the index of a
-    slot whose time is not finite (its value then in ``stop_times[0]``), or -1.
+    Fills the three output arrays (one entry per slot: time, owner, slot); returns the
+    index of a slot whose time is not finite (its value then in ``stop_times[0]``), or -1.
+    ``slot_time`` is unused (kept for the messages of the callers).
     """
     n_slots = slot_event.size
     if n_slots == 0:
@@ -219,23 +219,9 @@ def explicit_schedule(
     order = np.argsort(values, kind="mergesort")
     for s in range(n_slots):
         stop_times[s] = values[order[s]]
-        stop_event[s] = slot_event[order[s]]
-        stop_slot[s] = slot_time[order[s]]
+        stop_owner[s] = slot_event[order[s]]
+        stop_slot[s] = order[s]
     return -1
-
-
-@njit(cache=True)
-def _log_event(t, event, slot, z_before, ev_t, ev_index, ev_slot, ev_z, ev_count):
-    k = ev_count[0]
-    if k >= ev_t.size:
-        return False
-    ev_t[k] = t
-    ev_index[k] = event
-    ev_slot[k] = slot
-    for i in range(ev_z.shape[1]):
-        ev_z[k, i] = z_before[i]
-    ev_count[0] = k + 1
-    return True
 
 
 @njit(HYBRID_SIGNATURE, cache=True, nogil=True)
@@ -244,13 +230,17 @@ def integrate_hybrid(
     rhs,
     jac,
     conditions,
+    rates,
+    triggers,
+    priorities,
     jump,
-    implicit_index,
+    time_sensitivity,
     directions,
+    table,
+    cause_table,
     stop_times,
-    stop_event,
+    stop_owner,
     stop_slot,
-    terminal,
     t0,
     z0,
     p,
@@ -278,7 +268,7 @@ def integrate_hybrid(
     stats,
     info,
 ):
-    """Integrate through the events; write the vector at ``times`` into ``z_out``.
+    """Integrate through the event instants; write the vector at ``times`` into ``z_out``.
 
     With a step log (``op_log`` has rows; ``bdf``/``adams`` only), each run
     appends its log (starting with its ``OP_INIT`` row) and snapshots, whose
@@ -287,15 +277,22 @@ def integrate_hybrid(
     Returns a status code of :mod:`pymc_odesens.solvers.status` (``RECORD_FULL``
     when the recording, the step log or the event log is too short).
     """
-    n = z0.size
     n_times = times.size
-    n_cond = directions.size
+    n_roots = directions.size
     n_stop = stop_times.size
+    n_time = 0
+    for k in range(n_stop):
+        if stop_owner[k] < 0:
+            n_time += 1
+    atom_time = np.zeros(n_time)
+    for k in range(n_stop):
+        if stop_owner[k] < 0:
+            atom_time[-1 - stop_owner[k]] = stop_times[k]
     z = z0.copy()
-    z_event = np.empty(n)
-    v = np.zeros(2)
+    z_event = np.empty(z0.size)
     event_out = np.zeros(EVENT_OUT_SIZE)
-    g_zero = np.zeros(n_cond)
+    g_zero = np.zeros(n_roots)
+    workspace = new_workspace(z0.size, n_roots, n_roots + n_time, table.shape[0])
     count = np.zeros(1, dtype=np.int64)
     rec_total = 0
     logging = op_log.shape[0] > 0
@@ -305,34 +302,62 @@ def integrate_hybrid(
     ev_count[0] = 0
     t = t0
     out_index = 0
+    t_last = times[n_times - 1] if n_times > 0 else t0
     k_stop = 0
     while k_stop < n_stop and stop_times[k_stop] < t0:
         k_stop += 1
-    t_last = times[n_times - 1] if n_times > 0 else t0
+    # t0 is the first instant (triggers true there with initial_value false, explicit
+    # events due at t0); later ones are where a run stopped
+    initial = True
+    j_cross = -1
+    resolution = 0.0
     events_since_output = 0
     while True:
-        # explicit events at t (the start, or the stop time just reached)
-        while k_stop < n_stop and stop_times[k_stop] <= t and t <= t_last:
-            e = stop_event[k_stop]
-            if not _log_event(t, e, stop_slot[k_stop], z, ev_t, ev_index, ev_slot, ev_z, ev_count):
-                info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
-                return st.RECORD_FULL
-            v[0], v[1] = e, stop_slot[k_stop]
-            jump(t, z.ctypes, p.ctypes, v.ctypes, z_event.ctypes)
-            bad = first_non_finite(z_event, n)
-            if bad >= 0:
-                info[0], info[1], info[2], info[3] = t, 0.0, bad, e
-                return st.NON_FINITE_JUMP
-            z[:] = z_event
-            k_stop += 1
-            events_since_output += 1
-            for j in range(n_cond):
-                g_zero[j] = 0.0
-            if terminal[e] != 0:
-                while out_index < n_times:
-                    z_out[out_index, :] = z
-                    out_index += 1
-                return st.SUCCESS
+        k_to = k_stop
+        while k_to < n_stop and stop_times[k_to] <= t and t <= t_last:
+            k_to += 1
+        status, executions, terminal = process_instant(
+            t,
+            z,
+            p,
+            initial,
+            j_cross,
+            resolution,
+            k_stop,
+            k_to,
+            n_state,
+            rhs,
+            conditions,
+            rates,
+            triggers,
+            priorities,
+            jump,
+            time_sensitivity,
+            directions,
+            table,
+            cause_table,
+            stop_owner,
+            stop_slot,
+            atom_time,
+            g_zero,
+            workspace,
+            ev_t,
+            ev_index,
+            ev_slot,
+            ev_z,
+            ev_count,
+            info,
+        )
+        if status != st.SUCCESS:
+            return status
+        initial = False
+        k_stop = k_to
+        events_since_output += executions
+        if terminal:
+            while out_index < n_times:
+                z_out[out_index, :] = z
+                out_index += 1
+            return st.SUCCESS
         if out_index >= n_times:
             return st.SUCCESS
         if events_since_output > max_num_steps:
@@ -397,28 +422,6 @@ def integrate_hybrid(
             events_since_output = 0
         out_index += written
         t = event_out[0]
-        if status == st.STOP:
-            z[:] = z_event
-            for j in range(n_cond):
-                g_zero[j] = 0.0
-            continue
-        j_cond = int(event_out[1])
-        e = implicit_index[j_cond]
-        if not _log_event(t, e, -1, z_event, ev_t, ev_index, ev_slot, ev_z, ev_count):
-            info[0], info[1], info[2], info[3] = t, 0.0, -1, ev_t.size
-            return st.RECORD_FULL
-        v[0], v[1] = e, -1.0
-        jump(t, z_event.ctypes, p.ctypes, v.ctypes, z.ctypes)
-        bad = first_non_finite(z, n)
-        if bad >= 0:
-            info[0], info[1], info[2], info[3] = t, 0.0, bad, e
-            return st.NON_FINITE_JUMP
-        events_since_output += 1
-        for j in range(n_cond):
-            g_zero[j] = 0.0
-        g_zero[j_cond] = G_ZERO_MARGIN * event_out[3]
-        if terminal[e] != 0:
-            while out_index < n_times:
-                z_out[out_index, :] = z
-                out_index += 1
-            return st.SUCCESS
+        z[:] = z_event
+        j_cross = int(event_out[1]) if status == st.EVENT else -1
+        resolution = event_out[3]

@@ -13,6 +13,7 @@ from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 
 __all__ = [
     "EventLog",
+    "EventRecord",
     "NO_RECORDING",
     "evaluate_kernel",
     "explicit_event_schedule",
@@ -165,41 +166,85 @@ def integrate(
 
 @dataclass(frozen=True)
 class EventLog:
-    """The events of one solve, in the order they happened.
+    """The events of one solve, in the order they executed.
 
     Attributes
     ----------
     times : numpy.ndarray, shape (K,)
     index : numpy.ndarray of int, shape (K,)
         Event index (position in ``system.events``).
-    slot : numpy.ndarray of int, shape (K,)
-        Position of the time within an explicit event's times (-1: implicit).
     before : numpy.ndarray, shape (K, M)
-        The leading M components of the integrated vector just before each event.
+        The leading M components of the integrated vector just before each event (after
+        the events that executed before it at the same time).
     names : list of str
-        Event names, one per event that happened.
+        Event names, one per event that executed.
+    """
+
+    times: np.ndarray
+    index: np.ndarray
+    before: np.ndarray
+    names: list
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """The compiled driver's event log: one row per executed event and one closing each
+    instant (see :mod:`pymc_odesens.solvers.event_instant`).
+
+    Attributes
+    ----------
+    times : numpy.ndarray, shape (K,)
+    index : numpy.ndarray of int64
+        Event index, or ``INSTANT_END`` / ``INSTANT_END_TERMINAL`` closing an instant.
+    slot : numpy.ndarray of int64
+        Event rows: how many executions back (at the same time) its assigned values were
+        computed; closing rows: the instant's cause code (or ``NOT_DIFFERENTIABLE``).
+    states : numpy.ndarray, shape (K, M)
+        The leading M components of the vector before each event; after the instant on
+        closing rows.
     """
 
     times: np.ndarray
     index: np.ndarray
     slot: np.ndarray
-    before: np.ndarray
-    names: list
+    states: np.ndarray
+
+    @classmethod
+    def empty(cls, width: int) -> EventRecord:
+        """A log without rows."""
+        return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, width)))
+
+    def arrays(self) -> tuple:
+        """``(times, index, slot, states)`` as contiguous arrays for the compiled passes."""
+        return tuple(
+            np.ascontiguousarray(a) for a in (self.times, self.index, self.slot, self.states)
+        )
+
+    def public(self, names, width: int | None = None) -> EventLog:
+        """The executed events (closing rows dropped), ``before`` cut to ``width`` columns."""
+        rows = self.index >= 0
+        before = self.states[rows] if width is None else self.states[rows, :width]
+        return EventLog(
+            times=self.times[rows].copy(),
+            index=self.index[rows].copy(),
+            before=np.ascontiguousarray(before),
+            names=[names[i] for i in self.index[rows]],
+        )
 
 
-def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray, names) -> tuple:
-    """``(times, event, slot)`` of the explicit events, sorted by time (ties: declaration order).
+def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray) -> tuple:
+    """``(times, owner, slot)`` of the scheduled times, sorted (ties: slot order).
 
     Raises
     ------
     pymc_odesens.EventTimeError
-        If an event time is not finite at ``params``.
+        If a scheduled time is not finite at ``params``.
     """
     from pymc_odesens.solvers.hybrid import explicit_schedule
 
     n_slots = event_kernels.slot_event.size
     stop_times = np.zeros(n_slots)
-    stop_event = np.zeros(n_slots, dtype=np.int64)
+    stop_owner = np.zeros(n_slots, dtype=np.int64)
     stop_slot = np.zeros(n_slots, dtype=np.int64)
     p = np.ascontiguousarray(params if params.size else np.zeros(1), dtype=np.float64)
     bad = compiled_entry(explicit_schedule)(
@@ -209,40 +254,53 @@ def explicit_event_schedule(event_kernels, t0: float, params: np.ndarray, names)
         float(t0),
         p,
         stop_times,
-        stop_event,
+        stop_owner,
         stop_slot,
     )
     if bad >= 0:
         st.raise_for_status(
             st.BAD_EVENT_TIME,
             np.array([stop_times[0], 0.0, -1.0, event_kernels.slot_time[bad]]),
-            f"event {names[event_kernels.slot_event[bad]]!r}",
+            event_kernels.slot_names[bad],
         )
-    return stop_times, stop_event, stop_slot
+    return stop_times, stop_owner, stop_slot
 
 
-def hybrid_event_arguments(event_kernels, jump, t0: float, params: np.ndarray, fallback) -> tuple:
+def hybrid_event_arguments(
+    event_kernels, jump, time_sensitivity, t0: float, params: np.ndarray, fallback
+) -> tuple:
     """The event arguments of :func:`~pymc_odesens.solvers.hybrid.integrate_hybrid`.
 
-    ``(conditions, jump, implicit_index, directions, stop_times, stop_event, stop_slot,
-    terminal)``; without events (``event_kernels`` None) empty tables and ``fallback``
-    (any kernel) in place of the kernels, which are then never called.
+    ``(conditions, rates, triggers, priorities, jump, time_sensitivity, directions, table,
+    cause_table, stop_times, stop_owner, stop_slot)``; without events (``event_kernels``
+    None) empty tables and ``fallback`` (any kernel) in place of the kernels, which are then
+    never called.
     """
+    from pymc_odesens.codegen.event_tables import EVENT_TABLE_WIDTH
+
     if event_kernels is None:
         none = np.zeros(0, dtype=np.int64)
-        return (fallback, fallback, none, none, np.zeros(0), none, none, none)
-    stop_times, stop_event, stop_slot = explicit_event_schedule(
-        event_kernels, t0, params, event_kernels.names
-    )
+        return (
+            *(fallback,) * 6,
+            none,
+            np.zeros((0, EVENT_TABLE_WIDTH), dtype=np.int64),
+            np.zeros((1, 2), dtype=np.int64),
+            np.zeros(0),
+            none,
+            none,
+        )
+    schedule = explicit_event_schedule(event_kernels, t0, params)
     return (
         event_kernels.conditions,
+        event_kernels.rates,
+        event_kernels.triggers,
+        event_kernels.priorities,
         jump,
-        event_kernels.implicit_index,
+        time_sensitivity,
         event_kernels.directions,
-        stop_times,
-        stop_event,
-        stop_slot,
-        event_kernels.terminal,
+        event_kernels.table,
+        event_kernels.cause_table,
+        *schedule,
     )
 
 
@@ -269,6 +327,7 @@ def integrate_events(
     rhs,
     jac_y,
     jump,
+    time_sensitivity,
     event_kernels,
     t0: float,
     y0: np.ndarray,
@@ -280,22 +339,19 @@ def integrate_events(
     n_err: int,
     atol: np.ndarray,
     state_names=None,
-    logged_components: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, EventLog]:
+) -> tuple[np.ndarray, np.ndarray, EventRecord]:
     """:func:`integrate` through a system's events.
 
     Parameters
     ----------
-    jump : numba CFunc
-        The jump of the integrated vector at an event (the plain affect, or the
-        augmented jump of a sensitivity system).
+    jump, time_sensitivity : numba CFunc
+        The jump of the integrated vector at an event and the time sensitivity of its
+        columns (the plain state's, or those of a sensitivity system).
     event_kernels : pymc_odesens.codegen.EventKernels
-    logged_components : int, optional
-        Components of the vector kept in the event log (default: all).
 
     Returns
     -------
-    y_out, stats, EventLog
+    y_out, stats, EventRecord
     """
     from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
     from pymc_odesens.solvers.multistep import NO_STEP_LOG
@@ -303,10 +359,8 @@ def integrate_events(
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     params = np.ascontiguousarray(params, dtype=np.float64)
     p_kernel = params if params.size else np.zeros(1)
-    names = event_kernels.names
-    event_arguments = hybrid_event_arguments(event_kernels, jump, t0, params, rhs)
-    width = y0.size if logged_components is None else logged_components
-    capacity = 16 + 2 * event_arguments[4].size
+    event_arguments = hybrid_event_arguments(event_kernels, jump, time_sensitivity, t0, params, rhs)
+    capacity = 16 + 4 * event_arguments[9].size
     rtol = np.full(y0.size, controls.relative_tolerance)
     while True:
         y_out = np.empty((times.size, y0.size))
@@ -315,7 +369,7 @@ def integrate_events(
         ev_t = np.zeros(capacity)
         ev_index = np.zeros(capacity, dtype=np.int64)
         ev_slot = np.zeros(capacity, dtype=np.int64)
-        ev_z = np.zeros((capacity, width))
+        ev_z = np.zeros((capacity, y0.size))
         ev_count = np.zeros(1, dtype=np.int64)
         code = compiled_entry(integrate_hybrid)(
             METHOD_CODES[method],
@@ -348,13 +402,9 @@ def integrate_events(
             capacity *= 4
             continue
         break
-    st.raise_for_status(code, info, method, state_names, names)
+    st.raise_for_status(code, info, method, state_names, event_kernels.names)
     k = int(ev_count[0])
-    log = EventLog(
-        times=ev_t[:k].copy(),
-        index=ev_index[:k].copy(),
-        slot=ev_slot[:k].copy(),
-        before=ev_z[:k].copy(),
-        names=[names[i] for i in ev_index[:k]],
+    record = EventRecord(
+        times=ev_t[:k].copy(), index=ev_index[:k].copy(), slot=ev_slot[:k].copy(), states=ev_z[:k]
     )
-    return y_out, stats, log
+    return y_out, stats, record

@@ -148,7 +148,7 @@ MULTISTEP_SIGNATURE = types.int64(
     types.int64[::1],  # op_count (2,): log rows and snapshots written
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
+    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event

@@ -80,6 +80,7 @@ __all__ = [
     "DORMAND_PRINCE",
     "CASH_KARP",
     "RK_METHOD_IDS",
+    "RK_SIGNATURE",
 ]
 
 DORMAND_PRINCE = 0
@@ -161,7 +162,7 @@ CK_E = np.array(
     ]
 )
 
-_SIGNATURE = types.int64(
+RK_SIGNATURE = types.int64(
     KERNEL_TYPE,  # rhs
     types.float64,  # t0
     types.float64[::1],  # y0
@@ -181,7 +182,7 @@ _SIGNATURE = types.int64(
     types.float64[:, ::1],  # rec_dense (capacity or 0, recorded components): rk45's sum D_s k_s
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: |g_j| at t0 below which its side is undetermined
+    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event
@@ -297,7 +298,7 @@ def _cash_karp_substep(rhs, t, y, k, p, v, h_sub, k_sub, y_stage, out):
         out[i] = y[i] + h_sub * acc
 
 
-@njit(_SIGNATURE, cache=True, nogil=True)
+@njit(RK_SIGNATURE, cache=True, nogil=True)
 def integrate_explicit_rk(
     rhs,
     t0,

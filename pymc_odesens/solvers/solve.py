@@ -222,11 +222,12 @@ def solve(
             state_names=system.states,
         )
     else:
-        y_out, stats, log = integrate_events(
+        y_out, stats, record = integrate_events(
             method,
             problem.kernels.rhs,
             problem.kernels.jac_y,
             event_kernels.jump,
+            event_kernels.time_sensitivity,
             event_kernels,
             problem.t0,
             problem.y0,
@@ -238,6 +239,7 @@ def solve(
             atol=controls.absolute_tolerance,
             state_names=system.states,
         )
+        log = record.public(event_kernels.names)
     return OdeSolution(
         problem.times, y_out, stats_dict(stats), controls, list(system.states), events=log
     )

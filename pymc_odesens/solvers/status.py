@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_odesens.solvers.errors import (
+    EventAccumulationError,
+    EventSensitivityError,
     EventTimeError,
     MaxNumStepsError,
     NewtonConvergenceError,
@@ -28,6 +30,17 @@ STOP = 7  # internal: stopped at the requested stop time (an explicit event)
 BAD_EVENT_TIME = 8  # an explicit event time is not finite (info[0]: its value)
 NON_FINITE_JUMP = 9  # the state after an event is not finite (info[3]: the event index)
 NON_FINITE_DERIVATIVE = 10  # a derivative of the rhs needed for a gradient is not finite
+EVENT_ACCUMULATION = 16  # events accumulate (info[3]: one of the ACCUMULATION_* reasons)
+EVENT_NOT_DIFFERENTIABLE = 17  # sensitivity across an event instant undefined (NOT_SMOOTH_*)
+
+# info[3] of EVENT_ACCUMULATION (info[2]: the event index, info[1]: time since the last
+# crossing of the same condition)
+ACCUMULATION_RECROSSING = 1  # a condition crossed zero again within the resolution of t
+ACCUMULATION_CASCADE = 2  # the events at one time kept triggering one another
+ACCUMULATION_RETRIGGERED = 3  # a trigger fired again before its first firing executed
+# info[3] of EVENT_NOT_DIFFERENTIABLE (info[2]: the first event of the instant)
+NOT_SMOOTH_CROSSING = 1  # the condition crossed zero with zero speed (or d tau not finite)
+NOT_SMOOTH_CAUSES = 2  # simultaneous events whose times move differently with p
 
 INFO_SIZE = 4
 
@@ -61,7 +74,7 @@ def raise_for_status(
 
     ``state_names`` is a sequence of component names, or a function returning
     one (called only on failure: long name lists cost time on every solve);
-    ``event_names`` the system's event names (for ``NON_FINITE_JUMP``).
+    ``event_names`` the system's event names (for the event failures).
     """
     if status == SUCCESS:
         return
@@ -103,13 +116,14 @@ def raise_for_status(
             f"{detail('; slowest component {}')}",
         )
     elif status == NON_FINITE_JUMP:
-        event = int(extra)
-        named = event_names is not None and event < len(event_names)
         error, message = (
             NonFiniteRhsError,
-            f"the state after event {repr(event_names[event]) if named else event} at "
-            f"t = {t:.10g} is not finite (NaN or inf){detail(' in {}')}",
+            f"the state after {_event_label(int(extra), event_names)} at t = {t:.10g} is not "
+            f"finite (NaN or inf){detail(' in {}')}",
         )
+    elif status in (EVENT_ACCUMULATION, EVENT_NOT_DIFFERENTIABLE):
+        comp = None
+        error, message = _event_failure(status, info, event_names)
     elif status == NON_FINITE_DERIVATIVE:
         error, message = (
             NonFiniteRhsError,
@@ -131,3 +145,46 @@ def raise_for_status(
     else:
         raise RuntimeError(f"{method}: unknown solver status {status}")
     raise error(f"{method}: {message}", t=t, step_size=h, component=comp, method=method)
+
+
+def _event_label(index: int, event_names) -> str:
+    if event_names is not None and 0 <= index < len(event_names):
+        return f"event {event_names[index]!r}"
+    return f"event {index}" if index >= 0 else "an event"
+
+
+def _event_failure(status: int, info: np.ndarray, event_names) -> tuple:
+    """``(exception class, message)`` of EVENT_ACCUMULATION and EVENT_NOT_DIFFERENTIABLE."""
+    t, since, reason = float(info[0]), float(info[1]), int(info[3])
+    event = _event_label(int(info[2]), event_names)
+    if status == EVENT_ACCUMULATION:
+        if reason == ACCUMULATION_RECROSSING:
+            detail = (
+                f"the condition of {event} crossed zero again {since:.3g} after its previous "
+                "crossing, below the resolution of t: the events accumulate (Zeno behaviour) "
+                "and the solution cannot be continued past this time"
+            )
+        elif reason == ACCUMULATION_CASCADE:
+            detail = (
+                f"{event} and the events it sets off keep triggering one another at this "
+                "time (more than the limit of executions at one time)"
+            )
+        else:
+            detail = (
+                f"the trigger of {event} fired again at this time before its first firing "
+                "executed (two executions of one event at one time are not supported)"
+            )
+        return EventAccumulationError, f"events accumulate at t = {t:.10g}: {detail}"
+    if reason == NOT_SMOOTH_CROSSING:
+        detail = (
+            f"the condition that set off {event} crossed zero with zero speed "
+            "(dg/dt + dg/dy f = 0), so the event time does not depend smoothly on the "
+            "parameters"
+        )
+    else:
+        detail = (
+            f"{event} executed at a time shared by events whose times move differently "
+            "with the parameters (times that coincide only at these values), so the "
+            "derivative is one-sided"
+        )
+    return EventSensitivityError, f"no sensitivity across the events at t = {t:.10g}: {detail}"

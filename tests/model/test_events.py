@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from pymc_odesens import OdeSystem
-from pymc_odesens.model import ExplicitEvent, ImplicitEvent
+from pymc_odesens.model import ExplicitEvent, ImplicitEvent, TriggerEvent
 from tests.conftest import model_path
 
 
@@ -82,10 +82,95 @@ def test_events_change_the_fingerprint():
             ValueError,
             "duplicate event name 'e'",
         ),
-        (["not an event"], TypeError, "events[0] must be an ImplicitEvent or an ExplicitEvent"),
+        (
+            ["not an event"],
+            TypeError,
+            "events[0] must be an ImplicitEvent, an ExplicitEvent or a TriggerEvent",
+        ),
         ([ImplicitEvent(lambda t, y, p: y.nope)], AttributeError, "while tracing event"),
     ],
 )
 def test_bad_events_name_the_culprit(events, error, message):
     with pytest.raises(error, match=re.escape(message)):
         _decay(events)
+
+
+def test_trigger_event_resolves_its_attributes_and_assignments():
+    system = _decay(
+        [
+            TriggerEvent(
+                lambda t, y, p: (y.x < 0.5) & (t > p.tlag),
+                affect=lambda t, y, p: {"z": y.z + p.dose},
+                initial_value=False,
+                persistent=False,
+                priority=lambda t, y, p: 2 * y.x,
+                use_values_from_trigger_time=False,
+                terminal=True,
+                name="redose",
+            )
+        ]
+    )
+    (event,) = system.trigger_events
+    x, z = system.state_symbols
+    k, dose, tlag = system.param_symbols
+    assert event.kind == "trigger" and event.name == "redose" and event.terminal
+    assert event.trigger == (x < 0.5) & (system.t > tlag)
+    assert event.affect == (x, z + dose) and event.assigned == (False, True)
+    assert (event.initial_value, event.persistent, event.use_values_from_trigger_time) == (
+        False,
+        False,
+        False,
+    )
+    assert event.priority == 2 * x
+
+
+def test_affect_as_values_assigns_the_components_that_change():
+    system = _decay([ImplicitEvent(lambda t, y, p: y.x - 0.5, affect=lambda t, y, p: [y.x, 0.0])])
+    assert system.events[0].assigned == (False, True)
+
+
+def test_trigger_attributes_change_the_fingerprint():
+    def make(**kw):
+        return _decay([TriggerEvent(lambda t, y, p: y.x < 0.5, **kw)]).fingerprint
+
+    prints = {
+        make(),
+        make(initial_value=False),
+        make(persistent=False),
+        make(use_values_from_trigger_time=False),
+        make(priority=1.0),
+    }
+    assert len(prints) == 5
+
+
+@pytest.mark.parametrize(
+    ("trigger", "error", "message"),
+    [
+        (lambda t, y, p: (y.x < 0.5) and (t > 1), TypeError, "uses Python's `and`"),
+        (lambda t, y, p: y.x == 0.5, TypeError, "returned the Python bool False"),
+        (lambda t, y, p: y.x - 0.5, TypeError, "must return a boolean expression"),
+        (lambda t, y, p: sp.Implies(y.x < 0.5, t > 1), TypeError, "Implies"),
+        (lambda t, y, p: y.x < sp.Symbol("q"), ValueError, "uses undeclared symbol(s) q"),
+    ],
+)
+def test_bad_triggers_name_the_culprit(trigger, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        _decay([TriggerEvent(trigger, name="bad")])
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "message"),
+    [
+        (
+            dict(affect=lambda t, y, p: {"w": 1.0}),
+            ValueError,
+            "affect assigns unknown state(s) 'w'",
+        ),
+        (dict(initial_value=1), TypeError, "initial_value must be True or False"),
+        (dict(persistent="no"), TypeError, "persistent must be True or False"),
+        (dict(priority=lambda t, y, p: y.x < 1), TypeError, "priority must be a scalar expression"),
+    ],
+)
+def test_bad_trigger_attributes_name_the_culprit(kw, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        _decay([TriggerEvent(lambda t, y, p: y.x < 0.5, name="bad", **kw)])

@@ -10,7 +10,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from pymc_odesens import OdeSystem, ode_solution, solve_sensitivity
+from pymc_odesens import OdeSystem, TriggerEvent, ode_solution, solve_sensitivity
 from tests.conftest import model_path
 from tests.solvers.test_events import pk_system
 
@@ -96,3 +96,60 @@ def test_nan_event_time_is_a_rejected_proposal(mode):
     logp = model.compile_logp(mode=mode)
     assert np.isfinite(logp({"a": 2.0}))
     assert logp({"a": -1.0}) == -np.inf
+
+
+@pytest.mark.parametrize(
+    ("route", "extra"),
+    [("forward", {}), ("adjoint", {}), ("adjoint", {"adjoint_method": "discrete"})],
+)
+def test_trigger_event_gradients_match_forward_sensitivities(route, extra):
+    """A dose whenever x falls below c after t_on (a trigger of a root atom and a time atom,
+    firing repeatedly), a cascade that counts the doses, and a trigger true at t0 with
+    initial_value False: two experiments in one Op, both implementations."""
+    system = OdeSystem(
+        lambda t, y, p: [-p.k * y.x, 0.0],
+        states=["x", "n"],
+        params=["k", "c", "t_on", "d"],
+        events=[
+            TriggerEvent(
+                lambda t, y, p: (y.x < p.c) & (t > p.t_on),
+                lambda t, y, p: {"x": y.x + p.d},
+                name="redose",
+            ),
+            TriggerEvent(lambda t, y, p: y.x > p.c + 0.5 * p.d, lambda t, y, p: {"n": y.n + y.x}),
+            TriggerEvent(
+                lambda t, y, p: y.x > 0.0,
+                lambda t, y, p: {"x": y.x * p.d},
+                initial_value=False,
+            ),
+        ],
+        name="redose_graph",
+    )
+    times = np.linspace(0.1, 4.9, 13)
+    weights = np.random.default_rng(5).normal(size=(2, times.size, 2))
+    params = pt.dmatrix("params")
+    y = ode_solution(
+        system,
+        np.array([[1.0, 0.0], [1.5, 0.0]]),
+        times,
+        pt.specify_shape(params, (2, 4)),
+        sensitivity=route,
+        method="bdf",
+        on_failure="raise",
+        **TOL,
+        **extra,
+    )
+    loss = (y * weights).sum()
+    values = np.array([[0.9, 0.5, 0.2, 0.8], [0.7, 0.4, 1.3, 0.9]])
+    results = [
+        pytensor.function([params], [y, pytensor.grad(loss, params)], mode=mode)(values)
+        for mode in ("FAST_RUN", "NUMBA")
+    ]
+    for e, (y0, row) in enumerate(zip(([1.0, 0.0], [1.5, 0.0]), values)):
+        ref = solve_sensitivity(system, y0, times, row, method="bdf", **TOL)
+        assert ref.events.names.count("redose") >= 2
+        np.testing.assert_allclose(results[0][0][e], ref.y, rtol=1e-7, atol=1e-9)
+        want = np.einsum("ti,tik->k", weights[e], ref.S)
+        np.testing.assert_allclose(results[0][1][e], want, rtol=1e-6, atol=1e-8)
+    for python_value, numba_value in zip(*results):
+        np.testing.assert_allclose(python_value, numba_value, rtol=1e-10, atol=1e-12)

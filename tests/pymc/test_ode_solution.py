@@ -246,7 +246,9 @@ def test_bad_arguments_fail_when_the_graph_is_built(oscillator):
     with pytest.raises(ValueError, match="times must be non-decreasing"):
         ode_solution(oscillator, [1.0, 0.0], TIMES[::-1], [theta], on_failure="raise")
     with pytest.raises(ValueError, match="sensitivity must be one of"):
-        ode_solution(oscillator, [1.0, 0.0], TIMES, [theta], sensitivity="pbsr", on_failure="raise")
+        ode_solution(
+            oscillator, [1.0, 0.0], TIMES, [theta], sensitivity="backward", on_failure="raise"
+        )
     with pytest.raises(ValueError, match="'bdf' or 'adams' with sensitivity='adjoint'"):
         ode_solution(
             oscillator,

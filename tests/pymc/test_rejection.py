@@ -21,7 +21,7 @@ import pymc_odesens
 from pymc_odesens import NonFiniteRhsError, OdeSystem, ode_solution, stan
 from pymc_odesens import math as om
 
-# every method on the forward route, and every adjoint
+# every method on the forward route, every adjoint, and the Peano-Baker routes
 ROUTES = (
     ("rk45", "forward", {}),
     ("ckrk", "forward", {}),
@@ -30,6 +30,9 @@ ROUTES = (
     ("bdf", "adjoint", {}),
     ("adams", "adjoint", {}),
     ("bdf", "adjoint", {"adjoint_method": "discrete"}),
+    ("rk45", "pbsr", {}),
+    ("bdf", "exp", {}),
+    ("adams", "pbs", {}),
 )
 
 

@@ -145,6 +145,24 @@ def test_approximate_route_serves_gradient_and_metric(reference_system, route, b
     assert np.abs(g_a - g_f).max() > 0.0  # really another S
 
 
+def test_model_built_with_a_pbs_route(linear2):
+    """A solution built with ode_solution(sensitivity="pbsr") is found and replaced like the
+    others: one solve per evaluation, the model's own log-density and (same S) gradient."""
+    with pm.Model() as model:
+        log_p = pm.Normal("log_p", np.log(linear2.p_nominal), 0.5, shape=2)
+        y = ode_solution(
+            linear2, linear2.x0, TIMES, pm.math.exp(log_p), sensitivity="pbsr", **TIGHT
+        )
+        pm.Normal("obs", mu=y, sigma=0.1, observed=np.ones((TIMES.size, linear2.n_states)))
+        step = SMMALA(sensitivity="pbsr")
+    assert step.n_ode_solutions == 1
+    point = {"log_p": np.log([0.9, 0.45])}
+    logp, grad, _, failed = step.evaluate(_raveled(step, point))
+    assert not failed
+    assert logp == pytest.approx(float(model.compile_logp()(point)), rel=1e-12)
+    np.testing.assert_allclose(grad, model.compile_dlogp()(point), rtol=1e-12)
+
+
 def test_pickled_step_evaluates_the_same(linear2):
     model = _ode_model(linear2, "Normal")
     with model:

@@ -16,6 +16,7 @@ from pymc_odesens import (
     SteadyStateNotReachedError,
     ode_solution,
     solve,
+    solve_sensitivity,
     steady_state,
     steady_state_solution,
 )
@@ -49,6 +50,10 @@ def unstimulated(theta):
     return pt.set_subtensor(theta[2], 0.0)
 
 
+def _solution_weights():
+    return np.random.default_rng(0).normal(size=(TIMES.size, 4))
+
+
 def preequilibrated_objective(system, route, extra, mode="FAST_RUN"):
     """``theta -> (L, dL/dtheta)`` with ``L`` a weighted sum of the solution after
     pre-equilibration without the stimulus (times include inf)."""
@@ -65,8 +70,7 @@ def preequilibrated_objective(system, route, extra, mode="FAST_RUN"):
         **TIGHT,
         **extra,
     )
-    weights = np.random.default_rng(0).normal(size=(TIMES.size, 4))
-    loss = (y * weights).sum()
+    loss = (y * _solution_weights()).sum()
     return pytensor.function([theta], [loss, pytensor.grad(loss, theta)], mode=mode)
 
 
@@ -94,6 +98,33 @@ def test_numba_mode_matches_python_mode(pathway, route, extra):
     ]
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-13)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("route", ["pbs", "pbsr", "exp"])
+def test_preequilibration_with_peano_baker_gradients(pathway, route):
+    """The PBS routes take the pre-equilibrated state's gradient through their S_y0: the
+    gradient differs from the forward route's by exactly the contraction of the difference
+    of the two routes' S and S_y0 (solve_sensitivity at the steady state), the latter
+    chained with the steady state's sensitivity to the pre-equilibration parameters."""
+    _, forward_gradient = preequilibrated_objective(pathway, "forward", {})(P0)
+    _, pbs_gradient = preequilibrated_objective(pathway, route, {})(P0)
+    p_pre = P0.copy()
+    p_pre[2] = 0.0
+    start = steady_state(pathway, Y0, p_pre, **TIGHT_STEADY)
+    dstart = start.S.copy()
+    dstart[:, 2] = 0.0  # the pre-equilibration parameters hold u at 0
+    finite = np.isfinite(TIMES)
+    weights = _solution_weights()[finite]
+    gradients = {}
+    for name in ("forward", route):
+        result = solve_sensitivity(
+            pathway, start.y, TIMES[finite], P0, sensitivity=name, wrt="both", **TIGHT
+        )
+        through_y0 = (weights[..., None] * result.S_y0).sum(axis=(0, 1))
+        gradients[name] = (weights[..., None] * result.S).sum(axis=(0, 1)) + through_y0 @ dstart
+    expected = forward_gradient + gradients[route] - gradients["forward"]
+    np.testing.assert_allclose(pbs_gradient, expected, rtol=1e-7, atol=1e-10)
+    assert np.abs(gradients[route] - gradients["forward"]).max() > 1e-6  # approximate S
 
 
 def test_preequilibration_and_inf_values(pathway):
