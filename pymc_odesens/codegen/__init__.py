@@ -1,4 +1,4 @@
-"""Layer 2: flat numba kernels generated from a system's exact expressions."""
+"""Layer 2: machine-code kernels generated from a system's exact expressions (sympy, llvmlite)."""
 
 from pymc_odesens.codegen.kernels import (
     CompiledKernels,

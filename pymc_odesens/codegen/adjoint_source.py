@@ -12,63 +12,59 @@ and ``mu`` at ``s = -t0`` is ``int_{t0}^{t_T} lambda^T df/dp dt``. The state
 trajectory buffer (:mod:`pymc_odesens.solvers.recorded_trajectory`) in place
 of the parameter vector, read the parameters from it and interpolate ``y``.
 
-``adjoint_jac`` writes ``J_y^T`` (N x N, row-major), the Jacobian of the
-``lambda`` block used by the implicit solvers' Newton iteration.
+``adjoint_jac`` writes the structural non-zeros of ``J_y`` at the interpolated state,
+in the order of the system's sparsity pattern (as ``jac_y_values``): the Jacobian of the
+``lambda`` block is ``J_y^T``, which the implicit solvers' Newton iteration assembles from
+them with the transposed pattern (:func:`pymc_odesens.solvers.newton_matrix.newton_structure`
+with ``transposed=True``).
 """
 
 from __future__ import annotations
 
-from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER, kernel_function_source
+from pymc_odesens.codegen.kernel_source import (
+    header,
+    kernel_function_source,
+    sparse_product_source,
+)
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
 
 __all__ = ["adjoint_module_source"]
 
-_IMPORTS = (
-    "from pymc_odesens.solvers.recorded_trajectory import (\n"
-    "    HEADER_SIZE,\n"
-    "    interpolate_state,\n"
-    "    trajectory_buffer_size,\n"
-    ")\n"
-)
+_ARGUMENTS = "s, z, data, unused, out"
 
 
-def _preamble(n_states: int, n_params: int) -> list[str]:
+def _preamble(n_params: int) -> list[str]:
+    # the trajectory buffer's layout belongs to the solver layer: read it where the kernels
+    # are generated (as the generated module of the numba backend imported it)
+    from pymc_odesens.solvers.recorded_trajectory import HEADER_SIZE
+
     return [
-        "buf = numba.carray(data, (trajectory_buffer_size(numba.carray(data, (HEADER_SIZE,))),))",
         "t = -s",
-        "y = interpolate_state(buf, t)",
-        f"p = buf[HEADER_SIZE : HEADER_SIZE + {n_params}]",
-        f"v = numba.carray(z, ({max(n_states, 1)},))",
+        f"y = trajectory_state(data, t, {HEADER_SIZE + n_params})",
+        f"p = pointer_offset(data, {HEADER_SIZE})",
+        "v = z",
     ]
 
 
 def adjoint_module_source(system: OdeSystem) -> str:
-    """Source of a module with the cfuncs ``adjoint_rhs`` and ``adjoint_jac``."""
+    """Source of a module with the kernels ``adjoint_rhs`` and ``adjoint_jac``."""
     n, p = system.n_states, system.n_params
     canon = system.to_canonical
-    jac_y = system.J_y
+    jac_y = [((i, j), canon(e)) for (i, j), e in system.J_y_nonzeros.items()]
+    # rows of [lambda^T J_y, lambda^T J_p]: column j of J_y, then N + k for parameter k
+    products = sorted(((j, i), e) for (i, j), e in jac_y)
+    products += [((n + k, i), canon(e)) for (k, i), e in system.J_p_nonzeros.items()]
     printer = KernelPrinter()
-    rhs_expressions = [canon(e) for e in system.vjp_y] + [canon(e) for e in system.vjp_p]
-    jac_expressions = [canon(jac_y[j, i]) for i in range(n) for j in range(n)]
-    preamble = _preamble(n, p)
+    preamble = _preamble(p)
     parts = [
-        HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),
-        _IMPORTS,
+        header(system),
         "# backward adjoint system in s = -t: z = [lambda (N), mu (P)]",
-        kernel_function_source(
-            "adjoint_rhs",
-            rhs_expressions,
-            printer,
-            arguments="s, z, data, unused, out",
-            preamble=preamble,
+        sparse_product_source(
+            "adjoint_rhs", products, n + p, printer, arguments=_ARGUMENTS, preamble=preamble
         ),
         kernel_function_source(
-            "adjoint_jac",
-            jac_expressions,
-            printer,
-            arguments="s, z, data, unused, out",
-            preamble=preamble,
+            "adjoint_jac", [e for _, e in jac_y], printer, arguments=_ARGUMENTS, preamble=preamble
         ),
     ]
     return "\n".join(parts) + "\n"

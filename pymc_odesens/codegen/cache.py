@@ -1,23 +1,31 @@
-"""On-disk cache of generated kernel modules, keyed by a hash of the expressions."""
+"""On-disk cache of generated kernels: their source, their object code and a manifest.
+
+Files of one cache key (a hash of the expressions and of the code generator's version)
+live in :func:`kernel_directory`:
+
+- ``kernels_<key>.py``: the generated kernel source (the kernel language of
+  :mod:`pymc_odesens.codegen.llvm_emitter`), kept as a readable artefact;
+- ``kernels_<key>.json``: the manifest, the kernels the source defines and the external
+  symbols each calls;
+- ``kernels_<key>.<kernel>.o``: the object code of one kernel, written the first time it is
+  compiled and loaded by every later process (which then generates and compiles nothing);
+- other artefacts of a system stored with its kernels (its Jacobian's sparsity pattern and
+  fill-reducing ordering: ``kernels_<key>.pattern.npz``).
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import tempfile
 import threading
 from pathlib import Path
-from types import ModuleType
-
-import numba
 
 __all__ = [
     "GENERATION_LOCK",
+    "artefact_path",
     "cache_directory",
-    "module_path",
+    "kernel_directory",
     "write_atomically",
-    "import_module_from_path",
 ]
 
 
@@ -25,9 +33,7 @@ def cache_directory() -> Path:
     """Directory holding generated kernels.
 
     ``$PYMC_ODESENS_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc_odesens``
-    (``~/.cache/pymc_odesens``). numba's own compile cache lands in its
-    ``__pycache__`` beside each module, so a later process pays neither code
-    generation nor compilation.
+    (``~/.cache/pymc_odesens``).
     """
     configured = os.environ.get("PYMC_ODESENS_CACHE_DIR")
     if configured:
@@ -36,19 +42,25 @@ def cache_directory() -> Path:
     return Path(base) / "pymc_odesens"
 
 
-def module_path(key: str) -> Path:
-    """Path of the generated module for the cache ``key``."""
-    tag = f"numba{numba.__version__.replace('.', '_')}"
-    return cache_directory() / tag / f"kernels_{key}.py"
+def kernel_directory() -> Path:
+    """The cache directory's folder for this kind of machine (object code is CPU-specific)."""
+    from pymc_odesens.codegen.machine_code import machine_tag
+
+    return cache_directory() / machine_tag()
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that concurrent readers never see a partial file."""
+def artefact_path(key: str, suffix: str) -> Path:
+    """Path of the artefact ``suffix`` (``.py``, ``.json``, ``.rhs.o``, ...) of ``key``."""
+    return kernel_directory() / f"kernels_{key}{suffix}"
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` so that concurrent readers never see a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=".py")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=path.suffix)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -57,22 +69,4 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 GENERATION_LOCK = threading.RLock()
-"""Serialises generating, writing and importing kernel modules within a process: a module
-being imported (its cfuncs compiling) must not be seen half-initialised by another thread."""
-
-
-def import_module_from_path(path: Path) -> ModuleType:
-    """Import (once per process, thread-safely) the generated module at ``path``."""
-    name = f"pymc_odesens_generated.{path.stem}"
-    with GENERATION_LOCK:
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        return module
+"""Serialises generating, compiling and loading kernels within a process."""

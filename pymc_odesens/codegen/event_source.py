@@ -45,8 +45,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from pymc_odesens.codegen.block_breaks import with_block_breaks
-from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
+from pymc_odesens.codegen.kernel_source import header
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import internal_symbols
@@ -94,20 +93,14 @@ class _Writer:
             [sp.sympify(e) for e in expressions], symbols=internal_symbols(prefix)
         )
         pad = "    " * indent
-        statements = [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
-        statements += [
+        self.lines += [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]
+        self.lines += [
             f"{pad}{name} = {self.printer.doprint(v)}" for name, v in zip(names, reduced)
         ]
-        self.lines += with_block_breaks(statements, "t", pad)
 
 
 def _function_header(name: str) -> list[str]:
-    return [
-        "",
-        "",
-        '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
-        f"def {name}(t, y, p, v, out):",
-    ]
+    return ["", "", f"def {name}(t, y, p, v, out):"]
 
 
 def _new_function(name: str) -> _Writer:
@@ -385,10 +378,7 @@ def _priorities_function(system: OdeSystem) -> list[str]:
 
 
 def _header(system: OdeSystem, what: str) -> list[str]:
-    return [
-        HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),
-        f"# events ({EVENT_KERNELS_VERSION}): {what}",
-    ]
+    return [header(system), f"# events ({EVENT_KERNELS_VERSION}): {what}"]
 
 
 def event_module_source(system: OdeSystem) -> str:

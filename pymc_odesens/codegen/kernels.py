@@ -1,35 +1,46 @@
-"""Compiled kernels of a system: generate once, cache on disk, load in any process."""
+"""Compiled kernels of a system: generate once, cache on disk, load in any process.
+
+One interface, whatever emits the machine code: a generator writes the source of its
+kernels (the kernel language of :mod:`pymc_odesens.codegen.llvm_emitter`) and
+:func:`load_generated_module` returns them compiled. Each kernel is compiled when first
+used, its object code is written to the cache (:mod:`pymc_odesens.codegen.cache`), and a
+later process loads that object code: it neither generates nor compiles anything.
+"""
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import hashlib
+import io
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import numba
 import numpy as np
 
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source
-from pymc_odesens.codegen.cache import (
-    GENERATION_LOCK,
-    import_module_from_path,
-    module_path,
-    write_atomically,
-)
+from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
 from pymc_odesens.codegen.event_source import (
     EVENT_KERNELS_VERSION,
     event_module_source,
     event_sensitivity_module_source,
 )
 from pymc_odesens.codegen.event_tables import event_table
-from pymc_odesens.codegen.kernel_source import CFUNC_OPTIONS, CODEGEN_VERSION, module_source
+from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, kernel_sources
+from pymc_odesens.codegen.llvm_emitter import (
+    TRAJECTORY_STATE_SYMBOL,
+    function_definitions,
+    kernel_ir,
+)
+from pymc_odesens.codegen.machine_code import Kernel, compile_object, load_object, register_symbol
 from pymc_odesens.codegen.sensitivity_source import sensitivity_blocks, sensitivity_module_source
-from pymc_odesens.codegen.signature import KERNEL_NAMES, KERNEL_SIGNATURE
+from pymc_odesens.codegen.signature import KERNEL_NAMES
 from pymc_odesens.model import OdeSystem
 
 __all__ = [
     "CompiledKernels",
+    "GeneratedKernels",
     "compile_kernels",
     "compile_sensitivity_kernel",
     "compile_adjoint_kernels",
@@ -40,7 +51,6 @@ __all__ = [
     "kernel_cache_key",
 ]
 
-_LOADED: dict[str, CompiledKernels] = {}
 _DOUBLE_PTR = ctypes.POINTER(ctypes.c_double)
 
 
@@ -49,54 +59,237 @@ def kernel_cache_key(system: OdeSystem) -> str:
     return hashlib.sha256(f"{CODEGEN_VERSION}:{system.fingerprint}".encode()).hexdigest()[:24]
 
 
-class CompiledKernels:
-    """The numba cfuncs of one system (see :mod:`pymc_odesens.codegen.signature`).
+# ----------------------------------------------------------------------------- externals
 
-    Each kernel is compiled when first used (and then loaded from numba's disk
-    cache in later processes): a solve needs ``rhs`` and ``J_y`` only, so a new
-    model does not wait for the compile of kernels it does not use.
+
+def _trajectory_state_address() -> int:
+    # the adjoint kernels read the forward trajectory through this solver-layer function
+    # (a numba cfunc compiled once, cached by numba)
+    from pymc_odesens.solvers.recorded_trajectory import trajectory_state_cfunc
+
+    return trajectory_state_cfunc.address
+
+
+_EXTERNALS: dict[str, Callable[[], int]] = {TRAJECTORY_STATE_SYMBOL: _trajectory_state_address}
+"""Functions of the library that generated kernels may call, by symbol."""
+_REGISTERED: set[str] = set()
+
+
+def _ensure_externals(symbols: list[str]) -> None:
+    for symbol in symbols:
+        if symbol not in _REGISTERED:
+            register_symbol(symbol, _EXTERNALS[symbol]())
+            _REGISTERED.add(symbol)
+
+
+def _external_calls(function: ast.FunctionDef) -> list[str]:
+    names = {
+        node.func.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    return [TRAJECTORY_STATE_SYMBOL] if "trajectory_state" in names else []
+
+
+# ----------------------------------------------------------------------------- modules
+
+_LOADED_SYMBOLS: dict[str, Kernel] = {}
+
+
+class GeneratedKernels:
+    """The kernels of one generated module (one cache key), each compiled on first use.
+
+    Attributes are the module's kernels by function name (:class:`Kernel` objects, which
+    numba-compiled code takes as first-class functions).
+
+    Parameters
+    ----------
+    key : str
+        Cache key (a hash of everything the source depends on).
+    make_source : callable
+        ``make_source()`` returns the module's source; called only when the cache holds
+        neither the source nor the object code that is asked for.
+    """
+
+    def __init__(self, key: str, make_source: Callable[[], str]) -> None:
+        self.key = key
+        self._make_source = make_source
+        self._kernels: dict[str, Kernel] = {}
+        self._manifest: dict | None = None
+        self._definitions: dict[str, ast.FunctionDef] | None = None
+
+    @property
+    def source_path(self):
+        """Path of the generated source in the cache directory."""
+        return artefact_path(self.key, ".py")
+
+    def _source(self) -> str:
+        path = self.source_path
+        if path.exists():
+            return path.read_text()
+        source = self._make_source()
+        write_atomically(path, source)
+        return source
+
+    def _parsed(self) -> dict[str, ast.FunctionDef]:
+        if self._definitions is None:
+            self._definitions = function_definitions(self._source())
+        return self._definitions
+
+    def manifest(self) -> dict:
+        """``{"kernels": {name: [external symbols]}}`` (read from the cache, else written)."""
+        if self._manifest is None:
+            path = artefact_path(self.key, ".json")
+            if path.exists():
+                self._manifest = json.loads(path.read_text())
+            else:
+                definitions = self._parsed()
+                kernels = {name: _external_calls(f) for name, f in definitions.items()}
+                self._manifest = {"codegen": CODEGEN_VERSION, "kernels": kernels}
+                write_atomically(path, json.dumps(self._manifest, indent=1))
+        return self._manifest
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the module's kernels."""
+        return tuple(self.manifest()["kernels"])
+
+    def kernel(self, name: str) -> Kernel | None:
+        """The compiled kernel ``name`` (None if the module defines none of that name)."""
+        kernel = self._kernels.get(name)
+        if kernel is not None:
+            return kernel
+        with GENERATION_LOCK:
+            kernel = self._kernels.get(name)
+            if kernel is not None:
+                return kernel
+            externals = self.manifest()["kernels"].get(name)
+            if externals is None:
+                return None
+            symbol = f"pos_{self.key}_{name}"
+            kernel = _LOADED_SYMBOLS.get(symbol)
+            if kernel is None:
+                path = artefact_path(self.key, f".{name}.o")
+                if path.exists():
+                    data = path.read_bytes()
+                else:
+                    data = compile_object(kernel_ir(self._parsed()[name], symbol))
+                    write_atomically(path, data)
+                _ensure_externals(externals)
+                (address,) = load_object(data, [symbol])
+                kernel = _LOADED_SYMBOLS[symbol] = Kernel(name, address)
+            self._kernels[name] = kernel
+            return kernel
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        kernel = self.kernel(name)
+        if kernel is None:
+            raise AttributeError(f"generated module {self.key} has no kernel {name!r}")
+        return kernel
+
+
+_LOADED_MODULES: dict[str, GeneratedKernels] = {}
+
+
+def load_generated_module(key: str, make_source: Callable[[], str]) -> GeneratedKernels:
+    """The kernels of the generated module cached under ``key`` (one object per process).
+
+    ``make_source()`` is called only when the cache lacks what is asked for; the kernels
+    are attributes of the result, compiled (or loaded from the cache) on first access.
+    """
+    with GENERATION_LOCK:
+        module = _LOADED_MODULES.get(key)
+        if module is None:
+            module = _LOADED_MODULES[key] = GeneratedKernels(key, make_source)
+        return module
+
+
+# ----------------------------------------------------------------------------- a system
+
+
+class CompiledKernels:
+    """The compiled kernels of one system (see :mod:`pymc_odesens.codegen.signature`).
+
+    Each kernel is generated and compiled when first used (and then loaded from the disk
+    cache in later processes): a solve needs ``rhs`` and ``J_y`` only, so a new model does
+    not wait for kernels it does not use.
 
     Attributes
     ----------
-    rhs, jac_y, jac_p, vjp_y, vjp_p, jvp_y : numba CFunc
-        ``f``; ``J_y`` (row-major N x N); ``J_p`` (P x N, ``out[k*N + i] =
-        df_i/dp_k``); ``lambda^T J_y`` (N); ``lambda^T J_p`` (P); ``J_y v`` (N).
-    initial_state, initial_state_jac : numba CFunc or None
+    rhs, jac_y, jac_y_values, jac_p, vjp_y, vjp_p, jvp_y : Kernel
+        ``f``; ``J_y`` (row-major N x N); the structural non-zeros of ``J_y`` in the order
+        of :attr:`jacobian_pattern`; ``J_p`` (P x N, ``out[k*N + i] = df_i/dp_k``);
+        ``lambda^T J_y`` (N); ``lambda^T J_p`` (P); ``J_y v`` (N).
+    initial_state, initial_state_jac : Kernel or None
         ``y0(p)`` (N) and ``dy0/dp`` (P x N) when the system declares ``y0(p)``
         (they read only ``p``).
     n_states, n_params : int
+    key : str
+        The cache key.
     path : pathlib.Path
-        The generated source file.
+        The system's manifest in the cache directory.
     """
 
     _NAMES = (*KERNEL_NAMES, "initial_state", "initial_state_jac")
 
-    def __init__(self, module, n_states: int, n_params: int, path: Path):
-        self._module = module
-        self._compiled: dict[str, object] = {}
-        self.n_states = n_states
-        self.n_params = n_params
-        self.path = path
+    def __init__(self, system: OdeSystem, key: str) -> None:
+        self.n_states = system.n_states
+        self.n_params = system.n_params
+        self.key = key
+        self.path = artefact_path(key, ".system.json")
+        self._has_initial_state = system.initial_state_expressions is not None
+        self._system = system
+        self._sources = None
+        self._pattern = None
+
+    def _module(self, name: str) -> GeneratedKernels:
+        def make_source() -> str:
+            if self._sources is None:
+                self._sources = kernel_sources(self._system)
+            return self._sources[name]()
+
+        return load_generated_module(f"{self.key}_{name}", make_source)
 
     def __getattr__(self, name: str):
         if name not in CompiledKernels._NAMES:
             raise AttributeError(name)
-        compiled = self.__dict__["_compiled"]
-        kernel = compiled.get(name)
-        if kernel is None:
-            function = getattr(self.__dict__["_module"], name, None)
-            if function is None:  # initial_state kernels of a system without y0(p)
-                return None
+        if name.startswith("initial_state") and not self.__dict__["_has_initial_state"]:
+            return None
+        return self._module(name).kernel(name)
+
+    @property
+    def jacobian_pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, cols)`` of the structural non-zeros of ``J_y``, row by row (int64).
+
+        The order of ``jac_y_values``' outputs; read from the cache (no sympy) when the
+        system was seen before.
+        """
+        if self._pattern is None:
+            path = artefact_path(self.key, ".pattern.npz")
             with GENERATION_LOCK:
-                kernel = compiled.get(name)
-                if kernel is None:
-                    kernel = numba.cfunc(KERNEL_SIGNATURE, **CFUNC_OPTIONS)(function)
-                    compiled[name] = kernel
-        return kernel
+                if path.exists():
+                    with np.load(path) as data:
+                        rows, cols = data["rows"], data["cols"]
+                else:
+                    keys = list(self._system.J_y_nonzeros)
+                    rows = np.array([i for i, _ in keys], dtype=np.int64)
+                    cols = np.array([j for _, j in keys], dtype=np.int64)
+                    buffer = io.BytesIO()
+                    np.savez(buffer, rows=rows, cols=cols)
+                    write_atomically(path, buffer.getvalue())
+            self._pattern = (
+                np.ascontiguousarray(rows, dtype=np.int64),
+                np.ascontiguousarray(cols, dtype=np.int64),
+            )
+        return self._pattern
 
     def output_shape(self, name: str) -> tuple[int, ...]:
         """numpy shape of the output of kernel ``name``."""
         n, p = self.n_states, self.n_params
+        if name == "jac_y_values":
+            return (self.jacobian_pattern[0].size,)
         return {
             "rhs": (n,),
             "jac_y": (n, n),
@@ -113,75 +306,56 @@ class CompiledKernels:
 
         Parameters
         ----------
-        name : {"rhs", "jac_y", "jac_p", "vjp_y", "vjp_p", "jvp_y"}
+        name : {"rhs", "jac_y", "jac_y_values", "jac_p", "vjp_y", "vjp_p", "jvp_y"}
         t : float
         y : array_like, shape (N,)
         p : array_like, shape (P,)
         v : array_like, shape (N,), optional
             Cotangent (``vjp_*``) or direction (``jvp_y``).
         """
-        if getattr(self, name, None) is None:
-            raise ValueError(f"no kernel {name!r}; kernels are {KERNEL_NAMES} (+ initial_state)")
+        if name not in CompiledKernels._NAMES or getattr(self, name) is None:
+            raise ValueError(
+                f"no kernel {name!r}; kernels are {KERNEL_NAMES} (+ initial_state when the "
+                "system declares y0(p))"
+            )
         y = np.ascontiguousarray(y, dtype=float).reshape(self.n_states)
         p = np.ascontiguousarray(p, dtype=float).reshape(self.n_params)
         v = np.zeros(self.n_states) if v is None else np.ascontiguousarray(v, dtype=float)
         out = np.zeros(self.output_shape(name))
-        fn = getattr(self, name).ctypes
-        ptr = [a.ctypes.data_as(_DOUBLE_PTR) for a in (y, p, v, out)]
         # empty arrays still need a valid pointer
-        fn(float(t), *ptr)
+        arrays = [a if a.size else np.zeros(1) for a in (y, p, v)] + [out]
+        if out.size == 0:
+            return out
+        getattr(self, name).ctypes(float(t), *[a.ctypes.data_as(_DOUBLE_PTR) for a in arrays])
         return out
 
 
 def compile_kernels(system: OdeSystem) -> CompiledKernels:
-    """Generate, cache and compile the kernels of ``system`` (once per process).
+    """The kernels of ``system`` (once per process; generated and compiled on first use).
 
-    The generated module is written to :func:`pymc_odesens.codegen.cache.cache_directory`
-    under a key hashing the expressions; a later process imports it directly and
-    numba loads the compiled kernels from its own cache.
+    Kernels are generated into :func:`pymc_odesens.codegen.cache.kernel_directory` under a
+    key hashing the expressions; a later process loads their object code directly.
     """
     cached = getattr(system, "_compiled_kernels", None)
     if cached is not None:
         return cached
     with GENERATION_LOCK:
-        return _compile_kernels_locked(system)
+        key = kernel_cache_key(system)
+        kernels = CompiledKernels(system, key)
+        if not kernels.path.exists():
+            description = {
+                "name": system.name,
+                "n_states": system.n_states,
+                "n_params": system.n_params,
+                "codegen": CODEGEN_VERSION,
+            }
+            write_atomically(kernels.path, json.dumps(description, indent=1))
+        system._compiled_kernels = kernels
+        return kernels
 
 
-def _compile_kernels_locked(system: OdeSystem) -> CompiledKernels:
-    key = kernel_cache_key(system)
-    kernels = _LOADED.get(key)
-    if kernels is None:
-        path = module_path(key)
-        if not path.exists():
-            write_atomically(path, module_source(system))
-        module = import_module_from_path(path)
-        kernels = CompiledKernels(module, system.n_states, system.n_params, path)
-        _LOADED[key] = kernels
-    system._compiled_kernels = kernels
-    return kernels
-
-
-_LOADED_MODULES: dict[str, object] = {}
-
-
-def load_generated_module(key: str, make_source):
-    """The generated module cached under ``key``: imported once per process, written once.
-
-    ``make_source()`` is called only when the file is not on disk yet.
-    """
-    with GENERATION_LOCK:
-        module = _LOADED_MODULES.get(key)
-        if module is None:
-            path = module_path(key)
-            if not path.exists():
-                write_atomically(path, make_source())
-            module = import_module_from_path(path)
-            _LOADED_MODULES[key] = module
-        return module
-
-
-def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
-    """The cfunc ``sens_rhs`` of the forward-sensitivity system (generated, cached, compiled).
+def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params") -> Kernel:
+    """The kernel ``sens_rhs`` of the forward-sensitivity system (generated, cached, compiled).
 
     Parameters
     ----------
@@ -195,8 +369,8 @@ def compile_sensitivity_kernel(system: OdeSystem, wrt: str = "params"):
     return load_generated_module(key, lambda: sensitivity_module_source(system, wrt)).sens_rhs
 
 
-def compile_adjoint_kernels(system: OdeSystem):
-    """The cfuncs ``(adjoint_rhs, adjoint_jac)`` of the backward adjoint system.
+def compile_adjoint_kernels(system: OdeSystem) -> tuple[Kernel, Kernel]:
+    """The kernels ``(adjoint_rhs, adjoint_jac)`` of the backward adjoint system.
 
     See :mod:`pymc_odesens.codegen.adjoint_source` for what they compute and
     the trajectory buffer they read instead of a plain parameter vector.
@@ -213,7 +387,7 @@ class EventKernels:
     Attributes
     ----------
     conditions, rates, times, triggers, priorities, jump, time_sensitivity, adjoint_jump, \
-time_gradient : numba CFunc
+time_gradient : Kernel
         See :mod:`pymc_odesens.codegen.event_source` (``jump`` and ``time_sensitivity``
         are the plain state's; the latter writes nothing).
     directions : numpy.ndarray of int64

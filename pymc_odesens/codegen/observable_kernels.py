@@ -1,7 +1,7 @@
 """Generated kernels of observables ``h(t, y, p)`` and their exact Jacobians.
 
 For M observables (sympy expressions in a system's time, state and parameter
-symbols) one cached module holds three cfuncs with the shared kernel
+symbols) one cached module holds three kernels with the shared kernel
 signature (:mod:`pymc_odesens.codegen.signature`; ``v`` is unused):
 
 - ``observable``: ``out[m] = h_m`` (M),
@@ -24,14 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from pymc_odesens.codegen.kernel_source import (
-    CODEGEN_VERSION,
-    HEADER,
-    kernel_function_source,
-)
+from pymc_odesens.codegen.kernel_source import header, kernel_function_source
 from pymc_odesens.codegen.kernels import kernel_cache_key, load_generated_module
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.derivatives import jacobian_nonzeros
 
 __all__ = [
     "OBSERVABLE_CODEGEN_VERSION",
@@ -41,7 +38,7 @@ __all__ = [
     "observable_module_source",
 ]
 
-OBSERVABLE_CODEGEN_VERSION = "1"
+OBSERVABLE_CODEGEN_VERSION = "2"
 """Bump when the generated observable code changes (invalidates cached modules)."""
 
 
@@ -51,7 +48,7 @@ class ObservableKernels:
 
     Attributes
     ----------
-    value, jac_y, jac_p : numba CFunc
+    value, jac_y, jac_p : pymc_odesens.codegen.machine_code.Kernel
         ``h`` (M), ``dh/dy`` (M x N) and ``dh/dp`` (M x P), row-major.
     n_observables, n_states, n_params : int
     """
@@ -80,18 +77,26 @@ def observable_module_source(system: OdeSystem, expressions: Sequence[sp.Expr]) 
     """
     n, p = system.n_states, system.n_params
     exprs = [sp.sympify(e) for e in expressions]
-    jac_y = [sp.diff(h, system.state_symbols[i]) for h in exprs for i in range(n)]
-    jac_p = [sp.diff(h, system.param_symbols[k]) for h in exprs for k in range(p)]
+    m = len(exprs)
     printer = KernelPrinter()
-    header = HEADER.format(
-        version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint
-    )
+
+    def jacobian(name: str, symbols, width: int) -> str:
+        # only the symbols an observable contains are differentiated (row-major order)
+        entries = jacobian_nonzeros(exprs, symbols)
+        return kernel_function_source(
+            name,
+            _canonical(system, list(entries.values())),
+            printer,
+            positions=[row * width + col for row, col in entries],
+            size=m * width,
+        )
+
     parts = [
-        header,
-        f"# {len(exprs)} observables (observable codegen {OBSERVABLE_CODEGEN_VERSION})",
+        header(system),
+        f"# {m} observables (observable codegen {OBSERVABLE_CODEGEN_VERSION})",
         kernel_function_source("observable", _canonical(system, exprs), printer),
-        kernel_function_source("observable_jac_y", _canonical(system, jac_y), printer),
-        kernel_function_source("observable_jac_p", _canonical(system, jac_p), printer),
+        jacobian("observable_jac_y", system.state_symbols, n),
+        jacobian("observable_jac_p", system.param_symbols, p),
     ]
     return "\n".join(parts) + "\n"
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from pymc_odesens.codegen.block_breaks import with_block_breaks
-from pymc_odesens.codegen.kernel_source import CODEGEN_VERSION, HEADER
+from pymc_odesens.codegen.kernel_source import header
 from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import internal_symbols
@@ -38,65 +37,56 @@ def sensitivity_blocks(system: OdeSystem, wrt: str) -> tuple[int, int]:
     return n_p, n_y0
 
 
-def _is_zero(expr: sp.Expr) -> bool:
-    return expr.is_Number and expr == 0
-
-
 def sensitivity_module_source(system: OdeSystem, wrt: str) -> str:
-    """Source of a module with one cfunc ``sens_rhs`` for the augmented system.
+    """Source of a module with one kernel ``sens_rhs`` for the augmented system.
 
     The code size is O(N + nnz(J_y) + nnz(J_p)), not O(columns x nnz(J_y)): the
     inhomogeneous terms ``J_p[k]`` are written once (straight-line), then one loop over
-    the columns adds ``J_y S_k`` with the non-zeros of ``J_y`` unrolled. Unrolling the
-    columns as well made numba's lowering quadratic in the function size (pka with its
-    35 columns: 140 s to compile, 250 s with the 11 initial-state columns added).
+    the columns adds ``J_y S_k`` with the non-zeros of ``J_y`` unrolled (unrolling the
+    columns as well would make the code N x P statements).
     """
     n = system.n_states
     n_p, n_y0 = sensitivity_blocks(system, wrt)
     blocks = n_p + n_y0
     canon = system.to_canonical
-    jac_y, jac_p = system.J_y, system.J_p
-    jy_nz = [(i, j) for i in range(n) for j in range(n) if not _is_zero(jac_y[i, j])]
-    jp_nz = [(k, i) for k in range(n_p) for i in range(n) if not _is_zero(jac_p[k, i])]
+    jy_nz = list(system.J_y_nonzeros)
+    jp_nz = [(k, i) for (k, i) in system.J_p_nonzeros if k < n_p]
     expressions = (
         [canon(e) for e in system.rhs_expressions]
-        + [canon(jac_y[i, j]) for i, j in jy_nz]
-        + [canon(jac_p[k, i]) for k, i in jp_nz]
+        + [canon(system.J_y_nonzeros[key]) for key in jy_nz]
+        + [canon(system.J_p_nonzeros[key]) for key in jp_nz]
     )
     replacements, reduced = sp.cse(expressions, symbols=internal_symbols("cse"))
     printer = KernelPrinter()
     lines = [
-        HEADER.format(version=CODEGEN_VERSION, name=system.name, fingerprint=system.fingerprint),
+        header(system),
         f"# forward sensitivities wrt {wrt}: {n_p} parameter and {n_y0} initial-state columns",
         "",
         "",
-        '@numba.cfunc(_SIGNATURE, cache=True, error_model="numpy")',
         "def sens_rhs(t, y, p, v, out):",
     ]
-    straight = [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
-    straight += [f"    out[{i}] = {printer.doprint(reduced[i])}" for i in range(n)]
-    straight += [
+    lines += [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
+    lines += [f"    out[{i}] = {printer.doprint(reduced[i])}" for i in range(n)]
+    lines += [
         f"    jy_{i}_{j} = {printer.doprint(reduced[n + idx])}" for idx, (i, j) in enumerate(jy_nz)
     ]
-    lines += with_block_breaks(straight, "t", "    ")
     if blocks:
         # inhomogeneous part: J_p[k] in parameter column k, zero elsewhere
         lines.append(f"    for idx in range({n}, {n * (1 + blocks)}):")
         lines.append("        out[idx] = 0.0")
-        inhomogeneous = [
+        lines += [
             f"    out[{n * (1 + k) + i}] = {printer.doprint(reduced[n + len(jy_nz) + idx])}"
             for idx, (k, i) in enumerate(jp_nz)
         ]
-        lines += with_block_breaks(inhomogeneous, "t", "    ")
-    rows = {i: [j for (ii, j) in jy_nz if ii == i] for i in range(n)}
+    rows: dict[int, list[int]] = {}
+    for i, j in jy_nz:
+        rows.setdefault(i, []).append(j)
     used = sorted({j for (_, j) in jy_nz})
     if blocks and jy_nz:
         # every column: out[b + i] += sum_j J_y[i, j] S[b + j]
         lines.append(f"    for b in range({n}, {n * (1 + blocks)}, {n}):")
-        column = [f"        s_{j} = y[b + {j}]" for j in used]
-        for i in range(n):
-            if rows[i]:
-                terms = " + ".join(f"jy_{i}_{j} * s_{j}" for j in rows[i])
-                column.append(f"        out[b + {i}] = out[b + {i}] + ({terms})")
-        lines += with_block_breaks(column, "t", "        ")
+        lines += [f"        s_{j} = y[b + {j}]" for j in used]
+        for i in sorted(rows):
+            terms = " + ".join(f"jy_{i}_{j} * s_{j}" for j in rows[i])
+            lines.append(f"        out[b + {i}] = out[b + {i}] + ({terms})")
     return "\n".join(lines) + "\n"

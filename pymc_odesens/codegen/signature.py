@@ -23,5 +23,5 @@ KERNEL_SIGNATURE = types.void(types.float64, _double_ptr, _double_ptr, _double_p
 KERNEL_TYPE = types.FunctionType(KERNEL_SIGNATURE)
 """First-class function type with which solvers receive kernels."""
 
-KERNEL_NAMES = ("rhs", "jac_y", "jac_p", "vjp_y", "vjp_p", "jvp_y")
-"""Kernels generated for every system (output sizes N, N*N, P*N, N, P, N)."""
+KERNEL_NAMES = ("rhs", "jac_y", "jac_y_values", "jac_p", "vjp_y", "vjp_p", "jvp_y")
+"""Kernels generated for every system (output sizes N, N*N, nnz(J_y), P*N, N, P, N)."""

@@ -12,6 +12,7 @@ import sympy as sp
 
 __all__ = [
     "clean_derivative",
+    "jacobian_nonzeros",
     "jacobian_wrt_states",
     "jacobian_wrt_params",
     "vector_jacobian_product",
@@ -34,38 +35,72 @@ def _diff(expr: sp.Expr, symbol: sp.Symbol) -> sp.Expr:
     return clean_derivative(sp.diff(expr, symbol))
 
 
-def jacobian_wrt_states(rhs: Sequence[sp.Expr], states: Sequence[sp.Symbol]) -> sp.Matrix:
-    """``J_y`` with ``J_y[i, j] = d rhs_i / d y_j`` (N x N)."""
-    return sp.Matrix(len(rhs), len(states), lambda i, j: _diff(rhs[i], states[j]))
+def jacobian_nonzeros(
+    rhs: Sequence[sp.Expr], symbols: Sequence[sp.Symbol]
+) -> dict[tuple[int, int], sp.Expr]:
+    """The structurally non-zero entries ``(i, j) -> d rhs_i / d symbols[j]``, row by row.
+
+    Only the symbols an expression contains are differentiated, so the cost grows with
+    the number of non-zeros, not with ``len(rhs) * len(symbols)`` (a 500-species network
+    has 2000 non-zeros among 250000 entries). Entries whose derivative vanishes are left out.
+    """
+    position = {s: j for j, s in enumerate(symbols)}
+    entries: dict[tuple[int, int], sp.Expr] = {}
+    for i, expr in enumerate(rhs):
+        for j in sorted(position[s] for s in expr.free_symbols if s in position):
+            derivative = _diff(expr, symbols[j])
+            if not (derivative.is_Number and derivative == 0):
+                entries[(i, j)] = derivative
+    return entries
 
 
-def jacobian_wrt_params(rhs: Sequence[sp.Expr], params: Sequence[sp.Symbol]) -> sp.Matrix:
-    """``J_p`` with ``J_p[k, i] = d rhs_i / d p_k`` (P x N)."""
-    return sp.Matrix(len(params), len(rhs), lambda k, i: _diff(rhs[i], params[k]))
+def jacobian_wrt_states(rhs: Sequence[sp.Expr], states: Sequence[sp.Symbol]) -> sp.SparseMatrix:
+    """``J_y`` with ``J_y[i, j] = d rhs_i / d y_j`` (N x N, a sparse sympy matrix)."""
+    return sp.ImmutableSparseMatrix(len(rhs), len(states), jacobian_nonzeros(rhs, states))
+
+
+def jacobian_wrt_params(rhs: Sequence[sp.Expr], params: Sequence[sp.Symbol]) -> sp.SparseMatrix:
+    """``J_p`` with ``J_p[k, i] = d rhs_i / d p_k`` (P x N, a sparse sympy matrix)."""
+    entries = {(k, i): e for (i, k), e in jacobian_nonzeros(rhs, params).items()}
+    return sp.ImmutableSparseMatrix(len(params), len(rhs), entries)
 
 
 def vector_jacobian_product(
-    jacobian: sp.Matrix, cotangent: Sequence[sp.Symbol], *, rows_are_outputs: bool
+    jacobian: sp.MatrixBase, cotangent: Sequence[sp.Symbol], *, rows_are_outputs: bool
 ) -> list[sp.Expr]:
     """``lambda^T J`` for a Jacobian whose outputs index rows or columns.
 
     Parameters
     ----------
-    jacobian : sympy.Matrix
+    jacobian : sympy matrix
         ``J_y`` (outputs are rows) or ``J_p`` (outputs are columns, DESIGN layout).
     cotangent : sequence of sympy.Symbol
         ``lambda``, one symbol per right-hand-side component.
     rows_are_outputs : bool
         True for ``J_y``, False for the (P, N) ``J_p``.
     """
+    entries = _nonzeros(jacobian)
     if rows_are_outputs:
-        n_out, n_in = jacobian.shape
-        return [sp.Add(*(cotangent[i] * jacobian[i, j] for i in range(n_out))) for j in range(n_in)]
-    n_in, n_out = jacobian.shape
-    return [sp.Add(*(cotangent[i] * jacobian[k, i] for i in range(n_out))) for k in range(n_in)]
+        terms: list[list] = [[] for _ in range(jacobian.shape[1])]
+        for (i, j), e in entries:
+            terms[j].append(cotangent[i] * e)
+    else:
+        terms = [[] for _ in range(jacobian.shape[0])]
+        for (k, i), e in entries:
+            terms[k].append(cotangent[i] * e)
+    return [sp.Add(*t) for t in terms]
 
 
-def jacobian_vector_product(jacobian: sp.Matrix, direction: Sequence[sp.Symbol]) -> list[sp.Expr]:
+def jacobian_vector_product(
+    jacobian: sp.MatrixBase, direction: Sequence[sp.Symbol]
+) -> list[sp.Expr]:
     """``J_y v`` for a square state Jacobian."""
-    n_out, n_in = jacobian.shape
-    return [sp.Add(*(jacobian[i, j] * direction[j] for j in range(n_in))) for i in range(n_out)]
+    terms: list[list] = [[] for _ in range(jacobian.shape[0])]
+    for (i, j), e in _nonzeros(jacobian):
+        terms[i].append(e * direction[j])
+    return [sp.Add(*t) for t in terms]
+
+
+def _nonzeros(matrix: sp.MatrixBase) -> list[tuple[tuple[int, int], sp.Expr]]:
+    """The non-zero entries of ``matrix``, row by row."""
+    return sorted(((key, e) for key, e in matrix.todok().items() if e != 0), key=lambda x: x[0])

@@ -423,14 +423,26 @@ class OdeSystem:
 
     # exact derivatives (sympy) -----------------------------------------------
     @cached_property
-    def J_y(self) -> sp.Matrix:
-        """State Jacobian, ``J_y[i, j] = df_i/dy_j`` (N x N)."""
+    def J_y(self) -> sp.SparseMatrix:
+        """State Jacobian, ``J_y[i, j] = df_i/dy_j`` (N x N, a sparse sympy matrix: only the
+        entries whose expression contains ``y_j`` are differentiated)."""
         return jacobian_wrt_states(self.rhs_expressions, self.state_symbols)
 
     @cached_property
-    def J_p(self) -> sp.Matrix:
-        """Parameter Jacobian, ``J_p[k, i] = df_i/dp_k`` (P x N)."""
+    def J_p(self) -> sp.SparseMatrix:
+        """Parameter Jacobian, ``J_p[k, i] = df_i/dp_k`` (P x N, a sparse sympy matrix)."""
         return jacobian_wrt_params(self.rhs_expressions, self.param_symbols)
+
+    @cached_property
+    def J_y_nonzeros(self) -> dict[tuple[int, int], sp.Expr]:
+        """The structurally non-zero entries ``(i, j) -> df_i/dy_j`` of ``J_y``, row by row
+        (row-major order: the order of the sparsity pattern of generated code)."""
+        return dict(sorted(self.J_y.todok().items()))
+
+    @cached_property
+    def J_p_nonzeros(self) -> dict[tuple[int, int], sp.Expr]:
+        """The non-zero entries ``(k, i) -> df_i/dp_k`` of ``J_p``, parameter by parameter."""
+        return dict(sorted(self.J_p.todok().items()))
 
     @cached_property
     def cotangent_symbols(self) -> tuple[sp.Symbol, ...]:

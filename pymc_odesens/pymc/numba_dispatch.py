@@ -50,6 +50,7 @@ from pymc_odesens.sensitivity.forward import component_names
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
+from pymc_odesens.solvers.integrate import newton_jacobian
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
 
 __all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD", "PHASE_DISCRETE_REPLAY"]
@@ -243,7 +244,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     n_z = n * (1 + n_blocks)
     wrt = "both" if spec.wrt_y0 else "params"
     rhs = compile_sensitivity_kernel(system, wrt) if sensitivities else kernels.rhs
-    jac = kernels.jac_y
+    jac, newton = newton_jacobian(kernels, spec.method, controls.linear_solver)
     if not system.events:
         jump = time_sensitivity = rhs
     elif sensitivities:
@@ -278,7 +279,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
         # closure arrays are read-only constants to numba; the integrators take writable ones
-        rtol_w, atol_w = rtol.copy(), atol.copy()
+        rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
         directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
         slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
@@ -322,6 +323,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
                         code_method,
                         rhs,
                         jac,
+                        newton_w,
                         conditions,
                         rates,
                         triggers,
@@ -438,7 +440,8 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
     n, _p, n_e, n_t = system.n_states, system.n_params, spec.n_experiments, spec.n_times
     kernels, times, init_state, _ = _common(spec)
     controls, _, _ = _adjoint_setup(spec)
-    rhs, jac = kernels.rhs, kernels.jac_y
+    rhs = kernels.rhs
+    jac, newton = newton_jacobian(kernels, controls.forward_method, controls.linear_solver)
     plain = compile_event_kernels(system)
     times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
         spec,
@@ -486,7 +489,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
         unused = np.zeros(1)
         no_rows = np.zeros((0, 0))
         out = np.empty((n_t, n))
-        rtol_w, atol_w = rtol.copy(), atol.copy()
+        rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
         directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
         slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
         stop_times = np.zeros(n_slots)
@@ -513,6 +516,7 @@ def _funcify_adjoint_forward(op, node=None, **kwargs):
                         code_method,
                         rhs,
                         jac,
+                        newton_w,
                         conditions,
                         rates,
                         triggers,
@@ -633,7 +637,11 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
     kernels, times, _, init_jac = _common(spec)
     controls, family_f, family_b = _adjoint_setup(spec)
     adjoint_rhs, adjoint_jac = compile_adjoint_kernels(system)
-    rhs, jac = kernels.rhs, kernels.jac_y
+    rhs = kernels.rhs
+    jac, newton = newton_jacobian(kernels, controls.forward_method, controls.linear_solver)
+    _, newton_adjoint = newton_jacobian(
+        kernels, controls.backward_method, controls.linear_solver, transposed=True
+    )
     events = compile_event_kernels(system)
     adjoint_jump = adjoint_rhs if events is None else events.adjoint_jump
     time_gradient = adjoint_rhs if events is None else events.time_gradient
@@ -670,6 +678,7 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
             rtol_b.copy(),
             atol_b.copy(),
         )
+        newton_w, newton_adjoint_w = newton.copy(), newton_adjoint.copy()
         for e in range(n_e):
             if failed[e]:
                 continue
@@ -695,8 +704,10 @@ def _funcify_adjoint_vjp(op, node=None, **kwargs):
                     family_b,
                     rhs,
                     jac,
+                    newton_w,
                     adjoint_rhs,
                     adjoint_jac,
+                    newton_adjoint_w,
                     t0,
                     pe,
                     times_e,
@@ -770,7 +781,8 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
     n, p, n_e = system.n_states, system.n_params, spec.n_experiments
     kernels, times, _, init_jac = _common(spec)
     controls = resolve_adjoint_controls(n, **spec.controls)
-    rhs, jac, vjp_y, vjp_p = kernels.rhs, kernels.jac_y, kernels.vjp_y, kernels.vjp_p
+    rhs, vjp_y, vjp_p = kernels.rhs, kernels.vjp_y, kernels.vjp_p
+    jac, newton = newton_jacobian(kernels, "bdf", controls.linear_solver)
     events = compile_event_kernels(system)
     adjoint_jump = rhs if events is None else events.adjoint_jump
     time_gradient = rhs if events is None else events.time_gradient
@@ -789,7 +801,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
         info = np.zeros(st.INFO_SIZE)
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
-        rtol_w, atol_w = rtol.copy(), atol.copy()
+        rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
         for e in range(n_e):
             if failed[e]:
                 continue
@@ -797,6 +809,7 @@ def _funcify_discrete_adjoint_vjp(op, node=None, **kwargs):
             code = discrete_adjoint(
                 rhs,
                 jac,
+                newton_w,
                 vjp_y,
                 vjp_p,
                 pe,

@@ -38,6 +38,7 @@ from pymc_odesens.sensitivity.pbs_report import BRANCH_NAMES
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
+from pymc_odesens.solvers.integrate import newton_jacobian
 from pymc_odesens.solvers.multistep import OP_WIDTH
 
 __all__: list[str] = []
@@ -104,7 +105,8 @@ def _pbs_core(spec):
     rtol = np.full(n, controls.relative_tolerance)
     atol = controls.absolute_tolerance
     steps = controls.max_num_steps
-    rhs, jac_y, jac_p = kernels.rhs, kernels.jac_y, kernels.jac_p
+    rhs, jac_y, jac_p = kernels.rhs, kernels.jac_y, kernels.jac_p  # the march's dense J_y
+    jac_newton, newton = newton_jacobian(kernels, spec.method, controls.linear_solver)
     n_branches, n_counters = len(BRANCH_NAMES), len(COUNTER_NAMES)
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
     march_callback = _march_failure_callback
@@ -127,6 +129,7 @@ def _pbs_core(spec):
         jac0 = np.zeros(max(p, 1) * n)
         # closure arrays are read-only constants to numba; the cores take writable ones
         rtol_w, atol_w, march_controls_w = rtol.copy(), atol.copy(), march_controls.copy()
+        newton_w = newton.copy()
         no_int = np.zeros(0, dtype=np.int64)
         no_float = np.zeros(0)
         no_rows = np.zeros((0, 0))
@@ -198,7 +201,8 @@ def _pbs_core(spec):
                     code = integrate_hybrid(
                         code_method,
                         rhs,
-                        jac_y,
+                        jac_newton,
+                        newton_w,
                         rhs,  # the six event kernels (never called: no events)
                         rhs,
                         rhs,

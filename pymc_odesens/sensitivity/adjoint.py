@@ -133,6 +133,8 @@ class AdjointCheckpoints:
         controls = self.controls
         adjoint_rhs, adjoint_jac = compile_adjoint_kernels(system)
         kernels = problem.kernels
+        jac, newton = problem.newton_jacobian(controls.forward_method)
+        _, newton_adjoint = problem.newton_jacobian(controls.backward_method, transposed=True)
         event_kernels = compile_event_kernels(system)
         event_jump, time_gradient = self._event_kernels(event_kernels, adjoint_rhs)
         event_log = self._event_arrays()
@@ -171,9 +173,11 @@ class AdjointCheckpoints:
                 family[controls.forward_method],
                 family[controls.backward_method],
                 kernels.rhs,
-                kernels.jac_y,
+                jac,
+                newton,
                 adjoint_rhs,
                 adjoint_jac,
+                newton_adjoint,
                 problem.t0,
                 params,
                 self.t,
@@ -255,9 +259,11 @@ class AdjointCheckpoints:
         p_bar = np.zeros(p)
         stats_r = st.new_stats()
         info = np.zeros(st.INFO_SIZE)
+        jac, newton = problem.newton_jacobian("bdf")
         code = compiled_entry(discrete_adjoint_backward)(
             kernels.rhs,
-            kernels.jac_y,
+            jac,
+            newton,
             kernels.vjp_y,
             kernels.vjp_p,
             params,
@@ -340,8 +346,10 @@ def adjoint_forward(
         ctl.relative_tolerance_forward,
         ctl.absolute_tolerance_forward,
         ctl.max_num_steps,
+        ctl.linear_solver,
     )
     n = system.n_states
+    jac, newton = problem.newton_jacobian()
     params_arr = problem.params if system.n_params else np.zeros(1)
     rtol = np.full(n, ctl.relative_tolerance_forward)
     event_kernels = compile_event_kernels(system)
@@ -377,7 +385,8 @@ def adjoint_forward(
         code = compiled_entry(integrate_hybrid)(
             METHOD_CODES[ctl.forward_method],
             problem.kernels.rhs,
-            problem.kernels.jac_y,
+            jac,
+            newton,
             *event_arguments,
             problem.t0,
             problem.y0,
@@ -489,6 +498,9 @@ def adjoint_gradient(
           ``solver_backward`` and ``interpolation_polynomial``). Its gradient is exact
           for the computed solution, its error against the true gradient is not
           controlled (docs/adjoint.md).
+        - ``linear_solver`` ["auto"], not Stan's: ``"dense"`` or ``"sparse"``
+          factorisation of the Newton matrices of every phase (see
+          :func:`pymc_odesens.solve`).
 
     Returns
     -------

@@ -44,9 +44,11 @@ BACKWARD_SIGNATURE = types.int64(
     types.int64,  # forward family (multistep.BDF or ADAMS), for the re-integration
     types.int64,  # backward family
     KERNEL_TYPE,  # rhs
-    KERNEL_TYPE,  # jac_y
+    KERNEL_TYPE,  # jac_y: non-zeros in the order of the forward Newton structure
+    types.int64[::1],  # forward Newton structure (I - c J_y; solvers.newton_matrix)
     KERNEL_TYPE,  # adjoint_rhs
-    KERNEL_TYPE,  # adjoint_jac
+    KERNEL_TYPE,  # adjoint_jac: the same non-zeros, at the recorded state
+    types.int64[::1],  # backward Newton structure (I - c J_y^T)
     types.float64,  # t0
     types.float64[::1],  # params (P,)
     types.float64[::1],  # output times (T,)
@@ -80,8 +82,10 @@ def backward_pass(
     family_backward,
     rhs,
     jac,
+    newton,
     adjoint_rhs,
     adjoint_jac,
+    newton_adjoint,
     t0,
     p,
     times,
@@ -203,6 +207,7 @@ def backward_pass(
                     family_forward,
                     rhs,
                     jac,
+                    newton,
                     ckpt_t[j],
                     ckpt_y[j].copy(),
                     p,
@@ -256,6 +261,7 @@ def backward_pass(
                 family_backward,
                 adjoint_rhs,
                 adjoint_jac,
+                newton_adjoint,
                 -t_cur,
                 z.copy(),
                 buf,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_odesens.solvers.controls import positive_count
+from pymc_odesens.solvers.controls import check_linear_solver, positive_count
 
 __all__ = [
     "AdjointControls",
@@ -42,7 +42,7 @@ Stan's backward ODE with its own error control, or the exact adjoint of the
 forward run's logged steps (:mod:`pymc_odesens.sensitivity.discrete_adjoint`),
 which ignores the backward and quadrature controls and the interpolation."""
 
-_ALL_DEFAULTS = {**ADJOINT_DEFAULTS, "adjoint_method": "continuous"}
+_ALL_DEFAULTS = {**ADJOINT_DEFAULTS, "adjoint_method": "continuous", "linear_solver": "auto"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,9 @@ class AdjointControls:
         1 Adams, 2 BDF.
     adjoint_method : str
         ``"continuous"`` (Stan's) or ``"discrete"`` (see :data:`ADJOINT_METHODS`).
+    linear_solver : str
+        ``"auto"``, ``"dense"`` or ``"sparse"``: the Newton matrices of both phases
+        (:mod:`pymc_odesens.solvers.newton_matrix`; not Stan's).
     """
 
     relative_tolerance_forward: float
@@ -79,6 +82,7 @@ class AdjointControls:
     solver_forward: int
     solver_backward: int
     adjoint_method: str = "continuous"
+    linear_solver: str = "auto"
 
     @property
     def forward_method(self) -> str:
@@ -182,6 +186,7 @@ def resolve_adjoint_controls(n_states: int, **controls) -> AdjointControls:
         solver_forward=_code("solver_forward", values["solver_forward"], SOLVER_CODES),
         solver_backward=_code("solver_backward", values["solver_backward"], SOLVER_CODES),
         adjoint_method=values["adjoint_method"],
+        linear_solver=check_linear_solver(values["linear_solver"]),
     )
     if resolved.adjoint_method == "discrete" and resolved.forward_method != "bdf":
         raise ValueError(

@@ -19,6 +19,11 @@ snapshots, last first, it
    (``w = (I - c J_y)^{-T} y_bar``, ``p_bar += c (df/dp)^T w``), the predictor
    and the re-samplings.
 
+The stretch keeps the non-zeros of ``J_y`` at each step's solution (not its factors:
+the backward walk factorises ``I - c J_y`` again, dense or sparse as the forward run did,
+:mod:`pymc_odesens.solvers.newton_matrix`), so that its memory is the steps times the
+Jacobian's non-zeros.
+
 With events, the forward run is one logged run per stretch between the instants
 where the integration stopped; going backwards, the events of an instant are undone
 between runs as in the continuous adjoint
@@ -32,7 +37,7 @@ Where a derivative it needs is not finite (``J_y`` at a replayed step, making
 the transposed solve non-finite, or ``df/dp``), the pass stops with
 ``NON_FINITE_DERIVATIVE`` at that step's time instead of returning NaN.
 Memory is the log (four numbers per operation), the snapshots and one
-stretch's states and factors.
+stretch's states and Jacobians.
 
 Only ``bdf`` runs are differentiated this way. The derivative of an ``adams``
 run of a stiff problem is unstable: error control keeps its steps at the edge
@@ -50,7 +55,6 @@ from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import bdf_formula
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.dense_lu import lu_solve, lu_solve_transpose
 from pymc_odesens.solvers.difference_table import change_step_size, change_step_size_adjoint
 from pymc_odesens.solvers.error_norm import error_weights, first_non_finite, weighted_rms_norm
 from pymc_odesens.solvers.multistep import (
@@ -60,13 +64,21 @@ from pymc_odesens.solvers.multistep import (
     OP_RESAMPLE,
     OP_STEP,
 )
-from pymc_odesens.solvers.newton import CONVERGED, factor_newton_matrix, newton_corrector
+from pymc_odesens.solvers.newton import CONVERGED, newton_corrector
+from pymc_odesens.solvers.newton_matrix import (
+    factor_newton_matrix,
+    new_newton_factor,
+    solve_newton,
+    solve_newton_transpose,
+    structure_size,
+)
 
 __all__ = ["DISCRETE_ADJOINT_SIGNATURE", "discrete_adjoint_backward"]
 
 DISCRETE_ADJOINT_SIGNATURE = types.int64(
     KERNEL_TYPE,  # rhs
-    KERNEL_TYPE,  # J_y
+    KERNEL_TYPE,  # J_y: non-zeros in the order of the Newton structure
+    types.int64[::1],  # Newton structure of I - c J_y (solvers.newton_matrix)
     KERNEL_TYPE,  # vjp_y: J_y^T v
     KERNEL_TYPE,  # vjp_p: (df/dp)^T v
     types.float64[::1],  # p
@@ -96,34 +108,37 @@ FULL_NEWTON_ITERATIONS = 20
 
 @njit(cache=True)
 def _full_newton(
-    rhs, jac, p, v, t_new, y_pred, c, psi, weights, jac_mat, lu, pivots, y, d, f, stats
-):
+    rhs, jac, newton, p, v, t_new, y_pred, c, psi, weights, jac_values, ints, floats, y, d, f,
+    work, stats,
+):  # fmt: skip
     """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` with a fresh Jacobian each
-    iteration; True once a correction is below the Newton tolerance."""
+    iteration; ``(converged, ints, floats)`` (the factor storage), converged once a
+    correction is below the Newton tolerance."""
     n = y.size
     for i in range(n):
         y[i] = y_pred[i]
         d[i] = 0.0
     for _ in range(FULL_NEWTON_ITERATIONS):
         rhs(t_new, y.ctypes, p.ctypes, v.ctypes, f.ctypes)
-        jac(t_new, y.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+        jac(t_new, y.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
         stats[st.N_RHS] += 1
         stats[st.N_JAC] += 1
         stats[st.N_NEWTON_ITERS] += 1
-        if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
-            return False
+        factored, ints, floats = factor_newton_matrix(newton, ints, floats, jac_values, c, stats)
+        if not factored:
+            return False, ints, floats
         for i in range(n):
             f[i] = c * f[i] - psi[i] - d[i]
-        lu_solve(lu, pivots, f, 0)
+        solve_newton(newton, ints, floats, f, work)
         for i in range(n):
             y[i] += f[i]
             d[i] += f[i]
         norm = weighted_rms_norm(f, weights, n)
         if not np.isfinite(norm):
-            return False
+            return False, ints, floats
         if norm <= NEWTON_TOLERANCE:
-            return True
-    return False
+            return True, ints, floats
+    return False, ints, floats
 
 
 @njit(cache=True)
@@ -193,6 +208,7 @@ def _longest_stretch(op_log, snapshots, n_ops, n_snapshots):
 def discrete_adjoint_backward(
     rhs,
     jac,
+    newton,
     vjp_y,
     vjp_p,
     p,
@@ -245,9 +261,11 @@ def discrete_adjoint_backward(
     f = np.empty(n)
     weights = np.empty(n)
     block_work = np.empty((n, 1))
-    jac_mat = np.empty((n, n))
-    lu_fresh = np.empty((n, n))
-    piv_fresh = np.empty(n, dtype=np.int64)
+    nnz = max(structure_size(newton), 1)
+    jac_values = np.empty(nnz)
+    fresh_i, fresh_f = new_newton_factor(newton)  # Newton matrices at predicted states
+    previous_i, previous_f = new_newton_factor(newton)  # at the previous step's solution
+    backward_i, backward_f = new_newton_factor(newton)  # the backward walk's
     rate = np.ones(1)
     r_mat = np.empty((rows, rows))
     u_mat = np.empty((rows, rows))
@@ -255,10 +273,9 @@ def discrete_adjoint_backward(
     tmp = np.empty((rows, n))
     work = np.empty(n)
     v = np.zeros(1)
-    # one stretch: the state after each step, its factors, c and the time before it
+    # one stretch: the state after each step, J_y there, c and the time before it
     seg_y = np.empty((max(longest, 1), n))
-    seg_lu = np.empty((max(longest, 1), n, n))
-    seg_piv = np.empty((max(longest, 1), n), dtype=np.int64)
+    seg_jac = np.empty((max(longest, 1), nnz))
     seg_c = np.empty(max(longest, 1))
     seg_t_before = np.empty(max(longest, 1))
     # adjoint work
@@ -340,18 +357,19 @@ def discrete_adjoint_backward(
             converged = False
             for attempt in range(2):
                 if attempt == 1 or not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE:
-                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
                     stats[st.N_JAC] += 1
-                    if not factor_newton_matrix(jac_mat, c, lu_fresh, piv_fresh, stats):
+                    factored, fresh_i, fresh_f = factor_newton_matrix(
+                        newton, fresh_i, fresh_f, jac_values, c, stats
+                    )
+                    if not factored:
                         continue
-                    lu_use = lu_fresh
-                    piv_use = piv_fresh
+                    use_i, use_f = fresh_i, fresh_f
                     c_use = c
                     rate[0] = 1.0
                 else:
                     # the factors at the previous step's solution (have_lu: m > 0)
-                    lu_use = seg_lu[m - 1]
-                    piv_use = seg_piv[m - 1]
+                    use_i, use_f = previous_i, previous_f
                     c_use = c_lu
                 outcome, _ = newton_corrector(
                     rhs,
@@ -362,8 +380,9 @@ def discrete_adjoint_backward(
                     c,
                     c_use,
                     psi,
-                    lu_use,
-                    piv_use,
+                    newton,
+                    use_i,
+                    use_f,
                     weights,
                     n,
                     n,
@@ -381,9 +400,10 @@ def discrete_adjoint_backward(
             if not converged:
                 # the modified iteration diverged where the forward run's converged (its
                 # iterates and factors differed): Newton with a fresh J_y at each iterate
-                converged = _full_newton(
+                converged, fresh_i, fresh_f = _full_newton(
                     rhs,
                     jac,
+                    newton,
                     p,
                     v,
                     t_new,
@@ -391,23 +411,27 @@ def discrete_adjoint_backward(
                     c,
                     psi,
                     weights,
-                    jac_mat,
-                    lu_fresh,
-                    piv_fresh,
+                    jac_values,
+                    fresh_i,
+                    fresh_f,
                     seg_y[m],
                     d,
                     f,
+                    work,
                     stats,
                 )
             if not converged:
                 info[0], info[1], info[2], info[3] = t, h, -1, FULL_NEWTON_ITERATIONS
                 return st.NEWTON_FAILED
             stats[st.N_STEPS] += 1
-            # the factors of I - c J_y at the solution: the backward pass's, and the
-            # next replayed step's Newton matrix
-            jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+            # J_y at the solution: the backward pass's Newton matrix, and (factorised) the
+            # next replayed step's
+            jac(t_new, seg_y[m].ctypes, p.ctypes, v.ctypes, seg_jac[m].ctypes)
             stats[st.N_JAC] += 1
-            if not factor_newton_matrix(jac_mat, c, seg_lu[m], seg_piv[m], stats):
+            factored, previous_i, previous_f = factor_newton_matrix(
+                newton, previous_i, previous_f, seg_jac[m], c, stats
+            )
+            if not factored:
                 info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
                 return st.NEWTON_FAILED
             have_lu = True
@@ -472,7 +496,13 @@ def discrete_adjoint_backward(
             for i in range(n):
                 w[i] = y_cur_bar[i] + d_bar[i]
                 y_cur_bar[i] = 0.0
-            lu_solve_transpose(seg_lu[m], seg_piv[m], w)
+            factored, backward_i, backward_f = factor_newton_matrix(
+                newton, backward_i, backward_f, seg_jac[m], c, stats
+            )
+            if not factored:
+                info[0], info[1], info[2], info[3] = t_new, h, -1, 0.0
+                return st.NEWTON_FAILED
+            solve_newton_transpose(newton, backward_i, backward_f, w, work)
             bad = first_non_finite(w, n)
             if bad >= 0:
                 info[0], info[1], info[2], info[3] = t_new, h, bad, 0.0

@@ -80,13 +80,14 @@ def forward_sensitivities(
         n_state=n, n_err=n_err, atol=atol_z, state_names=lambda: component_names(system, n_p, n_y0)
     )
     event_kernels = compile_event_kernels(system)
+    jac, options["newton"] = problem.newton_jacobian()
     log = None
     dtau = np.zeros((0, blocks))
     if event_kernels is None:
         z_out, stats = integrate(
             problem.controls.method,
             compile_sensitivity_kernel(system, wrt),
-            problem.kernels.jac_y,
+            jac,
             *arguments,
             **options,
         )
@@ -95,7 +96,7 @@ def forward_sensitivities(
         z_out, stats, record = integrate_events(
             problem.controls.method,
             compile_sensitivity_kernel(system, wrt),
-            problem.kernels.jac_y,
+            jac,
             jump,
             time_sensitivity,
             event_kernels,

@@ -78,10 +78,11 @@ def record_trajectory(problem: OdeProblem, with_dense: bool) -> RecordedTrajecto
         rec_f = np.empty((capacity, n))
         rec_dense = np.empty((capacity if with_dense else 0, n))
         rec_count = np.zeros(1, dtype=np.int64)
+        jac, newton = problem.newton_jacobian()
         y_out, stats = integrate(
             method,
             problem.kernels.rhs,
-            problem.kernels.jac_y,
+            jac,
             problem.t0,
             problem.y0,
             problem.params,
@@ -90,6 +91,7 @@ def record_trajectory(problem: OdeProblem, with_dense: bool) -> RecordedTrajecto
             n_state=n,
             n_err=n,
             atol=problem.controls.absolute_tolerance,
+            newton=newton,
             state_names=system.states,
             recording=(1, rec_t, rec_y, rec_f, rec_count, rec_dense),
         )

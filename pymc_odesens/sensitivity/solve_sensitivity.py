@@ -32,6 +32,7 @@ def solve_sensitivity(
     max_num_steps: int | None = None,
     sensitivity_error_control: bool = True,
     pbs_options: PbsOptions | dict | None = None,
+    linear_solver: str = "auto",
 ) -> SensitivityResult:
     """Solve the system and its sensitivities ``dy(t)/dp`` and/or ``dy(t)/dy0``.
 
@@ -77,6 +78,9 @@ def solve_sensitivity(
         ...; see :class:`~pymc_odesens.sensitivity.PbsOptions`); None takes its
         defaults (the paper's, except that PBSR's Exp steps take the mean of
         the Jacobians at both ends). Only valid with these methods.
+    linear_solver : {"auto", "dense", "sparse"}
+        Factorisation of the Newton matrices of ``bdf`` and ``adams`` (see
+        :func:`pymc_odesens.solve`); the sensitivity columns share the state's.
 
     Returns
     -------
@@ -110,6 +114,7 @@ def solve_sensitivity(
         relative_tolerance,
         absolute_tolerance,
         max_num_steps,
+        linear_solver,
     )
     if sensitivity in PBS_ALGORITHMS:
         # imported here: the march compiles (or loads) only when a PBS method is used

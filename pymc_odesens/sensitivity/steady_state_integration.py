@@ -18,6 +18,7 @@ from numba import njit
 
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, run_multistep
+from pymc_odesens.solvers.newton_matrix import full_dense_structure
 
 __all__ = ["integrate_segment", "FIRST_HORIZON", "HORIZON_GROWTH"]
 
@@ -32,6 +33,9 @@ def integrate_segment(
     rhs, jac, t, t_next, z, p, rtol, atol, n_state, max_num_steps, solver_stats, solver_info
 ):
     """Integrate ``z`` from ``t`` to ``t_next`` with ``bdf`` (``z`` updated on success).
+
+    ``jac`` is the ``jac_y`` kernel (the whole ``N x N`` Jacobian, as the steady state's
+    Newton iteration uses it): the Newton matrices of the integration are dense.
 
     Returns the integrator's status (:mod:`pymc_odesens.solvers.status`).
     """
@@ -48,6 +52,7 @@ def integrate_segment(
         BDF,
         rhs,
         jac,
+        full_dense_structure(n_state),
         t,
         z,
         p,

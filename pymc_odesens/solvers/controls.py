@@ -6,12 +6,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["METHODS", "SolverControls", "positive_count", "resolve_controls", "validate_times"]
+__all__ = [
+    "LINEAR_SOLVERS",
+    "METHODS",
+    "SolverControls",
+    "check_linear_solver",
+    "positive_count",
+    "resolve_controls",
+    "validate_times",
+]
 
 MAX_COUNT = 2**63 - 1
 """Largest step count a control may give: the compiled solvers count in 64-bit integers."""
 
 METHODS = ("rk45", "ckrk", "bdf", "adams")
+LINEAR_SOLVERS = ("auto", "dense", "sparse")
+"""Values of the control ``linear_solver`` (the Newton matrices of ``bdf`` and ``adams``)."""
 
 # Stan: rk45 and ckrk default to 1e-6 / 1e-6 / 1e6; bdf and adams to 1e-10 / 1e-10 / 1e8.
 _DEFAULTS = {
@@ -34,12 +44,16 @@ class SolverControls:
         Per-state absolute tolerances, shape (N,).
     max_num_steps : int
         Largest number of steps between two output times.
+    linear_solver : str
+        ``"auto"``, ``"dense"`` or ``"sparse"``: how ``bdf`` and ``adams`` factorise their
+        Newton matrices (:mod:`pymc_odesens.solvers.newton_matrix`; not a Stan control).
     """
 
     method: str
     relative_tolerance: float
     absolute_tolerance: np.ndarray
     max_num_steps: int
+    linear_solver: str = "auto"
 
 
 def positive_count(name: str, value) -> int:
@@ -67,12 +81,25 @@ def check_method(method: str) -> str:
     return method
 
 
+def check_linear_solver(linear_solver) -> str:
+    """``linear_solver`` if it is one of :data:`LINEAR_SOLVERS` (None: ``"auto"``)."""
+    if linear_solver is None:
+        return "auto"
+    if not isinstance(linear_solver, str) or linear_solver not in LINEAR_SOLVERS:
+        raise ValueError(
+            f"linear_solver must be one of {', '.join(map(repr, LINEAR_SOLVERS))}; "
+            f"got {linear_solver!r}"
+        )
+    return linear_solver
+
+
 def resolve_controls(
     method: str,
     n_states: int,
     relative_tolerance=None,
     absolute_tolerance=None,
     max_num_steps=None,
+    linear_solver=None,
 ) -> SolverControls:
     """Fill Stan's per-method defaults and validate the controls.
 
@@ -86,8 +113,11 @@ def resolve_controls(
         Positive and finite (per state if an array).
     max_num_steps : int, optional
         Positive, at most ``2**63 - 1``.
+    linear_solver : {"auto", "dense", "sparse"}, optional
+        Factorisation of ``bdf``'s and ``adams``' Newton matrices (default ``"auto"``).
     """
     check_method(method)
+    linear_solver = check_linear_solver(linear_solver)
     rtol_default, atol_default, steps_default = _DEFAULTS[method]
     rtol = rtol_default if relative_tolerance is None else relative_tolerance
     try:
@@ -118,7 +148,7 @@ def resolve_controls(
     steps = positive_count(
         "max_num_steps", steps_default if max_num_steps is None else max_num_steps
     )
-    return SolverControls(method, rtol, np.ascontiguousarray(atol_arr), steps)
+    return SolverControls(method, rtol, np.ascontiguousarray(atol_arr), steps, linear_solver)
 
 
 def validate_times(times, t0: float) -> np.ndarray:

@@ -43,7 +43,8 @@ METHOD_CODES = {"rk45": 0, "ckrk": 1, "bdf": 2, "adams": 3}
 HYBRID_SIGNATURE = types.int64(
     types.int64,  # method code (METHOD_CODES)
     KERNEL_TYPE,  # rhs of the integrated vector
-    KERNEL_TYPE,  # J_y of its first block
+    KERNEL_TYPE,  # J_y of its first block (non-zeros in the order of the structure)
+    types.int64[::1],  # newton: structure of I - c J_y (solvers.newton_matrix)
     KERNEL_TYPE,  # event_conditions: the root atoms
     KERNEL_TYPE,  # event_condition_rates: their time derivatives
     KERNEL_TYPE,  # event_triggers
@@ -90,6 +91,7 @@ def _run(
     code,
     rhs,
     jac,
+    newton,
     conditions,
     directions,
     g_zero,
@@ -154,6 +156,7 @@ def _run(
         family,
         rhs,
         jac,
+        newton,
         t0,
         z0,
         p,
@@ -229,6 +232,7 @@ def integrate_hybrid(
     code,
     rhs,
     jac,
+    newton,
     conditions,
     rates,
     triggers,
@@ -374,6 +378,7 @@ def integrate_hybrid(
             code,
             rhs,
             jac,
+            newton,
             conditions,
             directions,
             g_zero,

@@ -10,16 +10,19 @@ from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.compiled_entry import compiled_entry
 from pymc_odesens.solvers.controls import SolverControls
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
+from pymc_odesens.solvers.newton_matrix import dense_structure, newton_structure
 
 __all__ = [
     "EventLog",
     "EventRecord",
     "NO_RECORDING",
+    "NO_NEWTON",
     "evaluate_kernel",
     "explicit_event_schedule",
     "hybrid_event_arguments",
     "integrate",
     "integrate_events",
+    "newton_jacobian",
     "no_events",
 ]
 
@@ -30,6 +33,23 @@ NO_RECORDING = (
     np.zeros(1, dtype=np.int64),
 )
 """Empty recording arrays (``rec_t, rec_y, rec_f, rec_count``) for runs that record nothing."""
+
+
+NO_NEWTON = dense_structure(0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+"""The Newton structure of runs that factorise nothing (explicit methods)."""
+
+
+def newton_jacobian(kernels, method: str, linear_solver: str, *, transposed: bool = False):
+    """``(jac, newton)``: the Jacobian kernel and Newton structure of a run with ``method``.
+
+    For ``bdf`` and ``adams``: ``kernels.jac_y_values`` and the structure of ``I - c J_y``
+    chosen by ``linear_solver`` (:func:`pymc_odesens.solvers.newton_matrix.newton_structure`;
+    ``transposed`` for ``I - c J_y^T``). Explicit methods factorise nothing: ``kernels.rhs``
+    (never called as a Jacobian) and :data:`NO_NEWTON`.
+    """
+    if method in ("rk45", "ckrk"):
+        return kernels.rhs, NO_NEWTON
+    return kernels.jac_y_values, newton_structure(kernels, linear_solver, transposed=transposed)
 
 
 def no_events() -> tuple:
@@ -57,6 +77,7 @@ def integrate(
     n_state: int,
     n_err: int,
     atol: np.ndarray,
+    newton: np.ndarray = NO_NEWTON,
     state_names=None,
     recording: tuple | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray]:
@@ -66,10 +87,11 @@ def integrate(
     ----------
     method : str
         ``rk45``, ``ckrk``, ``bdf`` or ``adams``.
-    rhs, jac_y : numba CFunc
+    rhs, jac_y : Kernel
         Right-hand side of the integrated vector (the plain system, or an
-        augmented system made of ``len(y0) // n_state`` blocks) and ``J_y``
-        of the first block; implicit methods factorise ``I - c J_y`` once and
+        augmented system made of ``len(y0) // n_state`` blocks) and the non-zeros
+        of ``J_y`` of the first block in the order of ``newton`` (see
+        :func:`newton_jacobian`); implicit methods factorise ``I - c J_y`` once and
         apply it to every block.
     t0, y0, params, times : initial time, initial vector, parameters, output times.
     controls : SolverControls
@@ -79,6 +101,9 @@ def integrate(
         Number of leading components in the error test.
     atol : numpy.ndarray
         Absolute tolerance per integrated component.
+    newton : numpy.ndarray of int64
+        Structure of the Newton matrices (:mod:`pymc_odesens.solvers.newton_matrix`);
+        needed by ``bdf`` and ``adams``.
     recording : tuple, optional
         ``(record_every, rec_t, rec_y, rec_f, rec_count, rec_dense)``: record
         the trajectory every ``record_every`` accepted steps into these arrays
@@ -139,6 +164,7 @@ def integrate(
             family,
             rhs,
             jac_y,
+            newton,
             t0,
             y0,
             params,
@@ -338,6 +364,7 @@ def integrate_events(
     n_state: int,
     n_err: int,
     atol: np.ndarray,
+    newton: np.ndarray = NO_NEWTON,
     state_names=None,
 ) -> tuple[np.ndarray, np.ndarray, EventRecord]:
     """:func:`integrate` through a system's events.
@@ -375,6 +402,7 @@ def integrate_events(
             METHOD_CODES[method],
             rhs,
             jac_y,
+            newton,
             *event_arguments,
             t0,
             y0,

@@ -7,8 +7,9 @@ predictor, the corrector constants, the error constant, the table update and
 the dense output. Everything else is shared and follows CVODE:
 
 - a modified Newton corrector with the analytic ``J_y``; the LU factors of
-  ``I - c J_y`` are reused across steps until ``c`` has moved by more than
-  30 % or 20 steps have passed (the correction is scaled for the stale ``c``);
+  ``I - c J_y`` (dense or sparse, :mod:`pymc_odesens.solvers.newton_matrix`) are
+  reused across steps until ``c`` has moved by more than 30 % or 20 steps have
+  passed (the correction is scaled for the stale ``c``);
 - ``J_y`` is re-evaluated after 50 steps or when Newton fails to converge with
   an old Jacobian; after a failure with a fresh Jacobian the step is divided
   by 4, and 10 failures in one step end the integration;
@@ -72,8 +73,12 @@ from pymc_odesens.solvers.newton import (
     DIVERGED,
     NEWTON_MAX_ITERATIONS,
     NON_FINITE,
-    factor_newton_matrix,
     newton_corrector,
+)
+from pymc_odesens.solvers.newton_matrix import (
+    factor_newton_matrix,
+    new_newton_factor,
+    structure_size,
 )
 
 __all__ = [
@@ -127,7 +132,8 @@ NEWTON_TOLERANCE = 0.1
 MULTISTEP_SIGNATURE = types.int64(
     types.int64,  # formula family: BDF or ADAMS
     KERNEL_TYPE,  # rhs (of the full, possibly block-augmented vector)
-    KERNEL_TYPE,  # J_y of the first block (N x N)
+    KERNEL_TYPE,  # J_y of the first block: its non-zeros in the order of the structure
+    types.int64[::1],  # newton: structure of I - c J_y (solvers.newton_matrix)
     types.float64,  # t0
     types.float64[::1],  # y0
     types.float64[::1],  # p
@@ -290,6 +296,7 @@ def run_multistep(
     family,
     rhs,
     jac,
+    newton,
     t0,
     y0,
     p,
@@ -347,9 +354,8 @@ def run_multistep(
     tmp = np.empty((max_order + 1, n))
     poly = np.zeros(max_order + 2)
     y_cur = y0.copy()
-    jac_mat = np.empty((n_state, n_state))
-    lu = np.empty((n_state, n_state))
-    pivots = np.empty(n_state, dtype=np.int64)
+    jac_values = np.empty(max(structure_size(newton), 1))
+    factor_ints, factor_floats = new_newton_factor(newton)
     block_work = np.empty((n_state, max(1, n_lu // n_state)))
     y_pred = np.empty(n)
     psi = np.empty(n)
@@ -396,7 +402,7 @@ def run_multistep(
     n_equal_steps = 0
     n_accepted = 0
 
-    jac(t, y0.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+    jac(t, y0.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
     stats[st.N_JAC] += 1
     jac_age = 0
     jac_current = True
@@ -434,7 +440,10 @@ def run_multistep(
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
             error_weights(y_pred, y_pred, rtol, atol, n, weights)
             if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:
-                if not factor_newton_matrix(jac_mat, c, lu, pivots, stats):
+                factored, factor_ints, factor_floats = factor_newton_matrix(
+                    newton, factor_ints, factor_floats, jac_values, c, stats
+                )
+                if not factored:
                     # singular Newton matrix: treat as a convergence failure
                     outcome = DIVERGED
                     have_lu = False
@@ -453,8 +462,9 @@ def run_multistep(
                     c,
                     c_lu,
                     psi,
-                    lu,
-                    pivots,
+                    newton,
+                    factor_ints,
+                    factor_floats,
                     weights,
                     n_lu,
                     n,  # Newton converges on every component
@@ -475,7 +485,7 @@ def run_multistep(
                 else:
                     last_non_finite = -1
                 if not jac_current:
-                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+                    jac(t_new, y_pred.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
                     stats[st.N_JAC] += 1
                     jac_current = True
                     jac_age = 0
@@ -623,7 +633,7 @@ def run_multistep(
         if out_index == n_times:
             break
         if jac_age >= JAC_MAX_AGE:
-            jac(t, y_new.ctypes, p.ctypes, v.ctypes, jac_mat.ctypes)
+            jac(t, y_new.ctypes, p.ctypes, v.ctypes, jac_values.ctypes)
             stats[st.N_JAC] += 1
             jac_current = True
             jac_age = 0

@@ -30,10 +30,10 @@ import numpy as np
 from numba import njit
 
 from pymc_odesens.solvers import status as st
-from pymc_odesens.solvers.dense_lu import lu_factor, lu_solve_blocks
 from pymc_odesens.solvers.error_norm import grouped_rms_norm
+from pymc_odesens.solvers.newton_matrix import solve_newton_blocks
 
-__all__ = ["newton_corrector", "factor_newton_matrix", "NEWTON_MAX_ITERATIONS"]
+__all__ = ["newton_corrector", "NEWTON_MAX_ITERATIONS"]
 
 NEWTON_MAX_ITERATIONS = 4
 RATE_DECAY = 0.3  # CVODE's CRDOWN
@@ -42,18 +42,6 @@ DIVERGENCE_RATIO = 2.0  # CVODE's RDIV
 CONVERGED = 0
 DIVERGED = 1
 NON_FINITE = 2
-
-
-@njit(cache=True)
-def factor_newton_matrix(jac, c, lu, pivots, stats):
-    """``lu <- LU(I - c J)``; returns False if singular."""
-    n = jac.shape[0]
-    for i in range(n):
-        for j in range(n):
-            lu[i, j] = -c * jac[i, j]
-        lu[i, i] += 1.0
-    stats[st.N_LU] += 1
-    return lu_factor(lu, pivots)
 
 
 @njit(cache=True)
@@ -66,8 +54,9 @@ def newton_corrector(
     c,
     c_lu,
     psi,
-    lu,
-    pivots,
+    structure,
+    factor_ints,
+    factor_floats,
     weights,
     n_lu,
     n_err,
@@ -81,21 +70,22 @@ def newton_corrector(
 ):
     """Solve ``y = y_pred + d``, ``d = c f(t_new, y) - psi`` by modified Newton.
 
-    The first ``n_lu`` components (blocks of ``lu.shape[0]``) are corrected
+    The first ``n_lu`` components (blocks of ``N = block_work.shape[0]``) are corrected
     with the factorised Newton matrix; the rest are quadratures with an
     identity Newton matrix: they are updated once more from the converged
     iterate (otherwise they would lag the blocks by one iteration).
     ``rate[0]`` is CVODE's convergence-rate estimate, read and updated in
     place (the caller resets it to 1 after a new factorisation).
-    ``block_work`` is work space of at least ``(N, n_lu // N)`` for the
-    blocked triangular solves.
+    ``structure``, ``factor_ints`` and ``factor_floats`` hold the factorised Newton matrix
+    (:mod:`pymc_odesens.solvers.newton_matrix`); ``block_work`` is work space of at
+    least ``(N, n_lu // N)`` for the blocked triangular solves.
 
     Returns ``(outcome, iterations)`` with outcome CONVERGED (the iterate is
     finite in every component), DIVERGED or NON_FINITE; ``y`` and ``d`` hold the
     last iterate and ``f`` is overwritten (work space).
     """
     n = y.size
-    n_block = lu.shape[0]
+    n_block = block_work.shape[0]
     blocks = n_lu // n_block
     for i in range(n):
         y[i] = y_pred[i]
@@ -118,7 +108,7 @@ def newton_corrector(
         # residual into f: c f - psi - d (f is kept only through this residual)
         for i in range(n):
             f[i] = c * f[i] - psi[i] - d[i]
-        lu_solve_blocks(lu, pivots, f, blocks, block_work)
+        solve_newton_blocks(structure, factor_ints, factor_floats, f, blocks, block_work)
         if scale != 1.0:
             for i in range(n):
                 f[i] *= scale

@@ -25,7 +25,7 @@ cubic polynomial through the states at the four nearest recorded times
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, cfunc, njit, types
 
 __all__ = [
     "HEADER_SIZE",
@@ -36,6 +36,7 @@ __all__ = [
     "recording_views",
     "set_record_count",
     "interpolate_state",
+    "trajectory_state_cfunc",
 ]
 
 HEADER_SIZE = 8
@@ -160,3 +161,13 @@ def interpolate_state(buf, t):
         for i in range(n):
             y[i] += w * buf[row + i]
     return y
+
+
+@cfunc(types.void(types.CPointer(types.float64), types.float64), cache=True, error_model="numpy")
+def trajectory_state_cfunc(data, t):
+    """C entry of :func:`interpolate_state` for generated kernels: ``buffer`` is the raw
+    pointer of a trajectory buffer, the state at ``t`` lands in its scratch area
+    (``HEADER_SIZE + P`` float64s in). Generated adjoint kernels call it as
+    ``trajectory_state`` (:mod:`pymc_odesens.codegen.llvm_emitter`)."""
+    buf = carray(data, (trajectory_buffer_size(carray(data, (HEADER_SIZE,))),))
+    interpolate_state(buf, t)

@@ -10,7 +10,12 @@ from pymc_odesens.codegen import compile_event_kernels, compile_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.solvers.controls import SolverControls, resolve_controls, validate_times
 from pymc_odesens.solvers.errors import NonFiniteInputError
-from pymc_odesens.solvers.integrate import EventLog, integrate, integrate_events
+from pymc_odesens.solvers.integrate import (
+    EventLog,
+    integrate,
+    integrate_events,
+    newton_jacobian,
+)
 from pymc_odesens.solvers.status import stats_dict
 from pymc_odesens.solvers.summary import (
     names_summary,
@@ -113,9 +118,30 @@ class OdeProblem:
     controls: SolverControls
     y0_from_params: bool
 
+    def newton_jacobian(self, method: str | None = None, *, transposed: bool = False) -> tuple:
+        """``(jac, newton)`` of a run with ``method`` (default: the controls' method):
+        the Jacobian kernel and the structure of its Newton matrices, dense or sparse by
+        the control ``linear_solver`` (see :func:`pymc_odesens.solvers.integrate.newton_jacobian`).
+        """
+        return newton_jacobian(
+            self.kernels,
+            method or self.controls.method,
+            self.controls.linear_solver,
+            transposed=transposed,
+        )
+
 
 def prepare_problem(
-    system, y0, times, params, t0, method, relative_tolerance, absolute_tolerance, max_num_steps
+    system,
+    y0,
+    times,
+    params,
+    t0,
+    method,
+    relative_tolerance,
+    absolute_tolerance,
+    max_num_steps,
+    linear_solver=None,
 ) -> OdeProblem:
     """Check every argument (naming the culprit) and compile the system's kernels."""
     if not isinstance(system, OdeSystem):
@@ -127,7 +153,9 @@ def prepare_problem(
     except (TypeError, ValueError):
         raise TypeError(f"t0 must be a float, got {t0!r}") from None
     times = validate_times(times, t0)
-    controls = resolve_controls(method, n, relative_tolerance, absolute_tolerance, max_num_steps)
+    controls = resolve_controls(
+        method, n, relative_tolerance, absolute_tolerance, max_num_steps, linear_solver
+    )
     kernels = compile_kernels(system)
     from_params = y0 is None
     if from_params:
@@ -149,6 +177,7 @@ def solve(
     relative_tolerance: float | None = None,
     absolute_tolerance=None,
     max_num_steps: int | None = None,
+    linear_solver: str = "auto",
 ) -> OdeSolution:
     """Solve ``dy/dt = f(t, y, p)``, ``y(t0) = y0`` and return ``y`` at ``times``.
 
@@ -177,6 +206,11 @@ def solve(
         kept below 1 in the weighted RMS norm
         ``sqrt(mean((e_i / (rtol |y_i| + atol_i))**2))``; ``max_num_steps``
         bounds the steps between consecutive output times.
+    linear_solver : {"auto", "dense", "sparse"}
+        How ``bdf`` and ``adams`` factorise their Newton matrices ``I - c J_y``:
+        dense LU, or sparse LU on the sparsity pattern of ``J_y`` with a fill-reducing
+        ordering (pathway-sized models); ``"auto"`` chooses by size and density (see
+        docs/solvers.md). Explicit methods ignore it.
 
     Returns
     -------
@@ -201,16 +235,18 @@ def solve(
         relative_tolerance,
         absolute_tolerance,
         max_num_steps,
+        linear_solver,
     )
     n = system.n_states
     controls = problem.controls
     event_kernels = compile_event_kernels(system)
+    jac, newton = problem.newton_jacobian()
     log = None
     if event_kernels is None:
         y_out, stats = integrate(
             method,
             problem.kernels.rhs,
-            problem.kernels.jac_y,
+            jac,
             problem.t0,
             problem.y0,
             problem.params,
@@ -219,13 +255,14 @@ def solve(
             n_state=n,
             n_err=n,
             atol=controls.absolute_tolerance,
+            newton=newton,
             state_names=system.states,
         )
     else:
         y_out, stats, record = integrate_events(
             method,
             problem.kernels.rhs,
-            problem.kernels.jac_y,
+            jac,
             event_kernels.jump,
             event_kernels.time_sensitivity,
             event_kernels,
@@ -237,6 +274,7 @@ def solve(
             n_state=n,
             n_err=n,
             atol=controls.absolute_tolerance,
+            newton=newton,
             state_names=system.states,
         )
         log = record.public(event_kernels.names)

@@ -1,12 +1,8 @@
-"""Generated kernels: values against the reference loader, layouts, and the on-disk cache."""
+"""Generated kernels: values against the reference loader, layouts, elementary functions."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +10,6 @@ import pytest
 from pymc_odesens import OdeSystem
 from pymc_odesens import math as om
 from pymc_odesens.codegen import compile_kernels
-from pymc_odesens.codegen.kernels import kernel_cache_key
 from tests.conftest import MODELS_DIR, model_path
 
 MODELS = ["linear2", "pka", "akar4", "robertson", "lotka_volterra", "chua"]
@@ -89,49 +84,3 @@ def test_heaviside_value_at_zero_and_division_by_zero_gives_inf():
     out = compile_kernels(system).evaluate("rhs", 0.0, [0.0, 1.0], [])
     assert out[0] == 0.25
     assert np.isinf(out[1])  # numpy error model: no exception inside a cfunc
-
-
-def test_cache_is_keyed_by_expressions():
-    a = OdeSystem(lambda t, y, p: [-p[0] * y[0]], 1, 1)
-    b = OdeSystem(lambda t, y, p: [-p[0] * y[0] * y[0]], 1, 1)
-    assert kernel_cache_key(a) != kernel_cache_key(b)
-    assert compile_kernels(a).path != compile_kernels(b).path
-    assert compile_kernels(a).path.exists()
-
-
-def test_second_process_needs_no_code_generation(tmp_path):
-    """A new process with a warm cache imports the kernels: code generation must not run."""
-    env = {**os.environ, "PYMC_ODESENS_CACHE_DIR": str(tmp_path)}
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        import pymc_odesens.codegen.kernel_source as ks
-        from pymc_odesens import OdeSystem
-        from pymc_odesens.codegen import compile_kernels
-        forbid = len(sys.argv) > 1
-        if forbid:
-            def fail(*args, **kwargs):
-                raise AssertionError("code generation ran although the cache was warm")
-            ks.module_source = fail
-            import pymc_odesens.codegen.kernels as k
-            k.module_source = fail
-        system = OdeSystem.from_json({str(model_path("pka"))!r})
-        start = time.perf_counter()
-        kernels = compile_kernels(system)
-        for name in ("rhs", "jac_y", "jac_p", "vjp_y", "vjp_p", "jvp_y"):
-            getattr(kernels, name)  # compiled on first use
-        print(time.perf_counter() - start)
-        """
-    )
-    cold = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-    )
-    warm = subprocess.run(
-        [sys.executable, "-c", script, "forbid"], env=env, capture_output=True, text=True
-    )
-    assert warm.returncode == 0, warm.stderr
-    assert list(tmp_path.rglob("kernels_*.py")), "no generated module in the cache directory"
-    # numba writes its index next to the generated module, or under NUMBA_CACHE_DIR if set
-    numba_cache = Path(os.environ.get("NUMBA_CACHE_DIR") or tmp_path)
-    assert list(numba_cache.rglob("kernels_*.nbi")), "numba did not cache the compiled kernels"
-    assert float(warm.stdout) < float(cold.stdout)
