@@ -169,3 +169,28 @@ def test_sbml_model_example_solves_the_boehm_model(capsys):
         + 9 / 28 * solution["nucpApB"]
     )
     np.testing.assert_allclose(total, total[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.py")))
+def test_every_example_honours_help(name, capsys):
+    example = load_example(name)
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--help"])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("usage: ")
+    assert "Sampling" not in printed.out + printed.err  # nothing ran
+
+
+def test_akar4_explains_a_missing_blas_once_instead_of_warning(capsys, recwarn):
+    import pytensor
+
+    example = load_example("akar4")
+    example.note_missing_blas()
+    printed = capsys.readouterr().out
+    assert not [w for w in recwarn if "BLAS" in str(w.message)]
+    if pytensor.config.blas__ldflags:
+        assert printed == ""
+    else:
+        assert printed.startswith("note: PyTensor found no BLAS library")
+        assert "harmless for this example" in printed
