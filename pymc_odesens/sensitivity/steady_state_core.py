@@ -40,9 +40,9 @@ from pymc_odesens.sensitivity.steady_state_linear import (
     factor_bordered_jacobian,
     reciprocal_condition,
 )
-from pymc_odesens.solvers.newton_matrix import new_newton_factor, structure_size
 from pymc_odesens.sensitivity.steady_state_newton import damped_newton, residual_norm
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.newton_matrix import new_newton_factor, structure_size
 
 __all__ = ["STEADY_STATE_SIGNATURE", "find_steady_state"]
 

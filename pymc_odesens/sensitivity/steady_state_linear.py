@@ -107,7 +107,7 @@ def factor_bordered_jacobian(structure, source, jac_values, cons, ints, floats, 
     structure, source : from :func:`bordered_structure`
     jac_values : ``J_y``'s values (the ``jac_y_values`` kernel's output)
     cons : (M, N) conservation laws ``C``
-    ints, floats : the factors' storage (:func:`~pymc_odesens.solvers.newton_matrix.new_newton_factor`)
+    ints, floats : the storage of the factors (``newton_matrix.new_newton_factor``)
     values : (structure_size(structure),) work: the equilibrated matrix's values
     scales : (2N + 1,) out: row scales ``R``, column scales ``K``, then ``||A_hat||_1``
 
