@@ -8,10 +8,6 @@ factors at that state) to rounding.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -27,6 +23,7 @@ from pymc_odesens.sensitivity.steady_state_linear import (
 )
 from pymc_odesens.sensitivity.steady_state_problem import SteadyStateProblem
 from pymc_odesens.solvers.newton_matrix import new_newton_factor, structure_kind, structure_size
+from tests.sensitivity.networks import mass_action_network
 
 TIGHT = dict(relative_tolerance=1e-12, absolute_tolerance=1e-14)
 
@@ -58,17 +55,6 @@ def linear_system() -> OdeSystem:
         return [sum(a[i][j] * y[j] for j in range(3)) + p[1 + i] for i in range(3)]
 
     return OdeSystem(rhs, 3, 4, name="linear")
-
-
-def bounded_mass_action_network(n: int):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "mass_action_network.py"
-    module = sys.modules.get("mass_action_network")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("mass_action_network", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["mass_action_network"] = module  # its dataclasses look themselves up
-        spec.loader.exec_module(module)
-    return module.mass_action_network(n, bounded=True)
 
 
 def relative_difference(a, b) -> float:
@@ -155,7 +141,7 @@ def test_linear_closed_form_on_the_sparse_path():
 def test_auto_takes_the_sparse_path_on_a_large_network_and_agrees_with_dense():
     # 200 species, 53 conservation laws; Newton from x0 fails, integration (sparse Newton
     # matrices of bdf) brings it into Newton's basin
-    system = bounded_mass_action_network(200)
+    system = mass_action_network(200, bounded=True)
     controls = resolve_steady_state_controls(system.n_states, linear_solver="auto")
     problem = SteadyStateProblem(system, controls)
     assert system.conservation_laws.n_laws > 0
