@@ -26,13 +26,19 @@ comparisons combined with ``&``, ``|``, ``~``, ``^`` or :func:`logical_and`,
 :func:`not_equal` for ``==`` and ``!=``: on symbols, Python's ``==`` compares the
 expressions' structure and returns a plain ``bool``.
 
-Derivatives of ``abs``, ``minimum``, ``maximum``, ``where`` and ``heaviside``
-are taken piecewise; the Dirac delta at a switching point is dropped (it has
-measure zero along a trajectory). Integrate across genuine discontinuities with
-events instead.
+Rounding
+--------
+:func:`floor`, :func:`ceil` and :func:`trunc` round to integers (as floats).
+
+Derivatives of ``abs``, ``minimum``, ``maximum``, ``where``, ``heaviside`` and
+the rounding functions are taken piecewise; the Dirac delta at a switching point
+is dropped (it has measure zero along a trajectory). Integrate across genuine
+discontinuities with events instead.
 """
 
 from __future__ import annotations
+
+import math as _pymath
 
 import sympy as sp
 
@@ -76,6 +82,9 @@ __all__ = [
     "logical_or",
     "logical_not",
     "logical_xor",
+    "floor",
+    "ceil",
+    "trunc",
     "pi",
     "e",
 ]
@@ -281,6 +290,62 @@ def logical_not(condition):
 def logical_xor(*conditions):
     """An odd number of ``conditions`` hold (for two: exactly one; ``c1 ^ c2``)."""
     return sp.Xor(*(_condition(c, "logical_xor") for c in conditions))
+
+
+class _Rounding(sp.Function):
+    """A rounding function: piecewise constant, so its derivative is zero (almost everywhere)."""
+
+    nargs = 1
+    _numeric = None
+    _printed = None
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_Number:
+            return sp.Integer(cls._numeric(float(x))) if x.is_finite else None
+        return None
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    def _pythoncode(self, printer) -> str:
+        return f"float({self._printed}({printer._print(self.args[0])}))"
+
+
+class Floor(_Rounding):
+    """``floor(x)``: the largest integer not above ``x`` (see :func:`floor`)."""
+
+    _numeric = staticmethod(_pymath.floor)
+    _printed = "math.floor"
+
+
+class Ceil(_Rounding):
+    """``ceil(x)``: the smallest integer not below ``x`` (see :func:`ceil`)."""
+
+    _numeric = staticmethod(_pymath.ceil)
+    _printed = "math.ceil"
+
+
+class Trunc(_Rounding):
+    """``trunc(x)``: ``x`` rounded towards zero (see :func:`trunc`)."""
+
+    _numeric = staticmethod(_pymath.trunc)
+    _printed = "math.trunc"
+
+
+def floor(x):
+    """Largest integer not above ``x`` (a float); derivative zero."""
+    return Floor(_sym(x))
+
+
+def ceil(x):
+    """Smallest integer not below ``x`` (a float); derivative zero."""
+    return Ceil(_sym(x))
+
+
+def trunc(x):
+    """``x`` rounded towards zero (a float); derivative zero."""
+    return Trunc(_sym(x))
 
 
 def where(condition, if_true, if_false):

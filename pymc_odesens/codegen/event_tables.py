@@ -3,7 +3,8 @@
 One row per event (declaration order), the columns named below: what decides when the
 event happens (its kind and, for an implicit event, its root atom and direction), and
 SBML's attributes of trigger events (implicit and explicit events behave as persistent
-events without priority that compute their assignments when they execute).
+events without priority that compute their assignments when they execute, in declaration
+order among ties).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "COL_INITIAL_VALUE",
     "COL_KIND",
     "COL_PERSISTENT",
+    "COL_RANDOM_ORDER",
     "COL_TERMINAL",
     "COL_TRIGGER_TIME_VALUES",
     "event_table",
@@ -41,8 +43,9 @@ times), a trigger event (its trigger switching from false to true)."""
     COL_INITIAL_VALUE,
     COL_TRIGGER_TIME_VALUES,
     COL_HAS_PRIORITY,
-) = range(8)
-EVENT_TABLE_WIDTH = 8
+    COL_RANDOM_ORDER,
+) = range(9)
+EVENT_TABLE_WIDTH = 9
 
 
 def event_table(system: OdeSystem) -> np.ndarray:
@@ -59,4 +62,5 @@ def event_table(system: OdeSystem) -> np.ndarray:
         row[COL_INITIAL_VALUE] = int(event.initial_value)
         row[COL_TRIGGER_TIME_VALUES] = int(event.use_values_from_trigger_time)
         row[COL_HAS_PRIORITY] = int(event.priority is not None)
+        row[COL_RANDOM_ORDER] = int(event.random_order)
     return table

@@ -27,7 +27,7 @@ __all__ = [
     "sparse_product_source",
 ]
 
-CODEGEN_VERSION = "8"
+CODEGEN_VERSION = "9"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\

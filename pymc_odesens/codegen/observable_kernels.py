@@ -34,6 +34,7 @@ __all__ = [
     "OBSERVABLE_CODEGEN_VERSION",
     "ObservableKernels",
     "compile_observable_kernels",
+    "compile_observable_values",
     "evaluate_observable_kernel",
     "observable_module_source",
 ]
@@ -136,6 +137,26 @@ def compile_observable_kernels(
         n_states=system.n_states,
         n_params=system.n_params,
     )
+
+
+def compile_observable_values(system: OdeSystem, expressions: Sequence[sp.Expr]):
+    """The kernel ``out[m] = h_m(t, y, p)`` alone (no Jacobians): generated, cached, compiled.
+
+    For reading variables off a solution (:meth:`pymc_odesens.solvers.OdeSolution.evaluate`),
+    which needs the values only, so that it pays one compile instead of three.
+    """
+    expressions = list(expressions)
+    if not expressions:
+        raise ValueError("observables: at least one observable is needed")
+    key = observables_key(system, expressions) + "_values"
+
+    def source() -> str:
+        body = kernel_function_source(
+            "observable", _canonical(system, expressions), KernelPrinter()
+        )
+        return "\n".join([header(system), f"# {len(expressions)} observable values", body]) + "\n"
+
+    return load_generated_module(key, source).observable
 
 
 def evaluate_observable_kernel(kernel, t: float, y, p, size: int) -> np.ndarray:

@@ -31,8 +31,40 @@ def clean_derivative(expr: sp.Expr) -> sp.Expr:
     return expr
 
 
+class _Power(sp.Function):
+    """``base**exponent`` whose derivative in the base is ``exponent * base**(exponent - 1)``.
+
+    sympy differentiates ``(x/K)**h`` (``h`` a symbol, as in Hill kinetics) into
+    ``h*(x/K)**h/x``, which is 0/0 at ``x = 0`` although the derivative is finite there for
+    ``h >= 1``; powers with a symbolic exponent are differentiated as this function instead.
+    """
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        base, exponent = self.args
+        if argindex == 1:
+            return exponent * _Power(base, exponent - 1)
+        # d(b**e)/de = b**e log(b), whose limit at b = 0 is 0 (for e > 0)
+        return sp.Piecewise((sp.S.Zero, sp.Eq(base, 0)), (self * sp.log(base), True))
+
+
+def _is_symbolic_power(e) -> bool:
+    return isinstance(e, sp.Pow) and not e.exp.is_Number
+
+
+def _differentiable(expr: sp.Expr) -> sp.Expr:
+    if not expr.find(_is_symbolic_power):
+        return expr
+    return expr.replace(_is_symbolic_power, lambda e: _Power(e.base, e.exp))
+
+
 def _diff(expr: sp.Expr, symbol: sp.Symbol) -> sp.Expr:
-    return clean_derivative(sp.diff(expr, symbol))
+    """``d expr / d symbol`` (``expr`` prepared by :func:`_differentiable`), cleaned."""
+    derivative = sp.diff(expr, symbol)
+    if derivative.has(_Power):
+        derivative = derivative.replace(lambda e: isinstance(e, _Power), lambda e: sp.Pow(*e.args))
+    return clean_derivative(derivative)
 
 
 def jacobian_nonzeros(
@@ -47,6 +79,7 @@ def jacobian_nonzeros(
     position = {s: j for j, s in enumerate(symbols)}
     entries: dict[tuple[int, int], sp.Expr] = {}
     for i, expr in enumerate(rhs):
+        expr = _differentiable(sp.sympify(expr))
         for j in sorted(position[s] for s in expr.free_symbols if s in position):
             derivative = _diff(expr, symbols[j])
             if not (derivative.is_Number and derivative == 0):

@@ -163,6 +163,13 @@ class TriggerEvent:
         Stop the dynamics after the event (see :class:`ImplicitEvent`).
     name : str, optional
         Name used in results and messages.
+    random_order : bool
+        False (default): ties of priority are executed in declaration order. True: when
+        this event and another one with ``random_order`` are pending at one time with
+        equal priorities (or both without), which of them executes first is drawn
+        uniformly at random, as SBML specifies (its test suite's
+        ``RandomEventExecution`` cases check the draws' statistics). The draws come from
+        numba's generator; :func:`pymc_odesens.solvers.seed_event_order` seeds it.
 
     Examples
     --------
@@ -182,6 +189,7 @@ class TriggerEvent:
     use_values_from_trigger_time: bool = True
     terminal: bool = False
     name: str | None = None
+    random_order: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,9 +216,10 @@ class SymbolicEvent:
         Explicit events: the times, expressions of the parameters only.
     trigger : sympy.logic.boolalg.Boolean or None
         Trigger events: the boolean trigger.
-    initial_value, persistent, use_values_from_trigger_time : bool
+    initial_value, persistent, use_values_from_trigger_time, random_order : bool
         Trigger events' attributes (see :class:`TriggerEvent`); the other kinds behave
-        as persistent events that compute their assignments when they execute.
+        as persistent events that compute their assignments when they execute, in
+        declaration order among ties.
     priority : sympy.Expr or None
         Trigger events: the priority expression (None: no priority).
     """
@@ -232,6 +241,7 @@ class SymbolicEvent:
     persistent: bool = True
     priority: sp.Expr | None = None
     use_values_from_trigger_time: bool = False
+    random_order: bool = False
 
     # derivatives ---------------------------------------------------------------
     @cached_property
@@ -279,7 +289,14 @@ class SymbolicEvent:
             str(self.direction),
             str(self.terminal),
             str(self.assigned),
-            str((self.initial_value, self.persistent, self.use_values_from_trigger_time)),
+            str(
+                (
+                    self.initial_value,
+                    self.persistent,
+                    self.use_values_from_trigger_time,
+                    self.random_order,
+                )
+            ),
         ]
         if self.condition is not None:
             parts.append(sp.srepr(to_canonical(self.condition)))
@@ -528,6 +545,7 @@ def _triggered(event, label, args, everything, common) -> SymbolicEvent:
         use_values_from_trigger_time=_check_flag(
             event.use_values_from_trigger_time, f"{label}: use_values_from_trigger_time"
         ),
+        random_order=_check_flag(event.random_order, f"{label}: random_order"),
         priority=priority,
         **common,
     )

@@ -194,6 +194,7 @@ class OdeSystem:
         params: Sequence[sp.Symbol],
         *,
         name: str = "ode",
+        allow_no_states: bool = False,
     ) -> OdeSystem:
         """Build a system from sympy expressions in given symbols.
 
@@ -207,6 +208,11 @@ class OdeSystem:
             State and parameter symbols, in index order.
         name : str
             Name of the system.
+        allow_no_states : bool
+            Accept a system without states (a model importer's model made of
+            explicit functions of time and parameters only, such as an SBML model
+            of assignment rules: ``solve`` then evaluates its outputs). False: such
+            a system is refused as a mistake.
         """
         self = cls.__new__(cls)
         self._init_from_expressions(
@@ -217,6 +223,7 @@ class OdeSystem:
             param_names=_check_names("params", [str(s) for s in params]),
             param_symbols=tuple(params),
             expressions=expressions,
+            allow_no_states=allow_no_states,
         )
         return self
 
@@ -239,8 +246,61 @@ class OdeSystem:
 
         return load_json_model(cls, path)
 
+    @classmethod
+    def from_sbml(cls, source: str | PathLike, *, name: str | None = None) -> OdeSystem:
+        """Read an SBML model (any level and version libsbml reads; ``comp`` flattened).
+
+        Parameters
+        ----------
+        source : str or path-like
+            A path to an SBML file, or the SBML document itself as a string.
+        name : str, optional
+            Name of the system (default: the model's id).
+
+        Returns
+        -------
+        OdeSystem
+            States, parameters and outputs keep SBML's ids. ``states``: the species that
+            are not constant (in amounts where their compartment's size varies or their
+            symbol denotes an amount, else in concentrations) and every compartment,
+            parameter or species reference a rate rule or an event changes; ``params``:
+            the global parameters no rule, initial assignment or event sets; ``x0`` and
+            ``p_nominal``: the file's values (``x0 = y0(p_nominal)``); the initial state
+            ``y0(p)`` with the initial assignments (a solve's ``y0=None`` uses it);
+            ``t0 = 0``; ``outputs``: every id as what its symbol denotes (a species'
+            concentration unless it has only substance units, a compartment's size, a
+            reaction's rate); ``stoichiometry`` (N x R, ``f = stoichiometry @ rates``, or
+            None) and ``reaction_ids``; ``sbml``
+            (:class:`~pymc_odesens.model.sbml.SbmlVariables`): each id's kind and role,
+            each species' amount and concentration. Events become
+            :class:`~pymc_odesens.model.events.ImplicitEvent` /
+            :class:`~pymc_odesens.model.events.ExplicitEvent`.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``source`` names no file.
+        pymc_odesens.model.sbml.SbmlError
+            libsbml reports errors in the document, or the model is incomplete.
+        pymc_odesens.model.sbml.SbmlUnsupportedError
+            The model uses a feature that is not supported (algebraic rules, fast
+            reactions, ``delay()``, events with delays, ...), named with the element.
+        """
+        from pymc_odesens.model.sbml import load_sbml_model
+
+        return load_sbml_model(cls, source, name=name)
+
     def _init_from_expressions(
-        self, *, name, t, state_names, state_symbols, param_names, param_symbols, expressions
+        self,
+        *,
+        name,
+        t,
+        state_names,
+        state_symbols,
+        param_names,
+        param_symbols,
+        expressions,
+        allow_no_states=False,
     ) -> None:
         self.name = str(name)
         self.t = t
@@ -258,7 +318,7 @@ class OdeSystem:
                 f"rhs returned {len(expressions)} expressions but the system has {n} states "
                 f"({', '.join(self.states)})"
             )
-        if n == 0:
+        if n == 0 and not allow_no_states:
             raise ValueError(
                 f"system {self.name!r} has no states (rhs returned no expressions): an ODE "
                 "system needs at least one state"

@@ -76,11 +76,13 @@ def _check_expression(system: OdeSystem, label: str, raw) -> sp.Expr:
 
 
 def _by_name(system: OdeSystem, label: str, name: str) -> tuple[str, sp.Expr]:
-    if name in system.states:
-        return name, system.state_symbols[system.states.index(name)]
+    # an output of a state's name says what the name denotes (a species of an SBML model
+    # held as its amount: the output is its concentration), as in OdeSolution[name]
     outputs = getattr(system, "outputs", {}) or {}
     if name in outputs:
         return name, _check_expression(system, label, outputs[name])
+    if name in system.states:
+        return name, system.state_symbols[system.states.index(name)]
     known = ", ".join(system.states)
     extra = f"; outputs: {', '.join(outputs)}" if outputs else ""
     raise ValueError(f"{label}: {name!r} is neither a state nor an output (states: {known}{extra})")
@@ -110,8 +112,9 @@ def resolve_observables(system: OdeSystem, observables=None) -> Observables:
     system : OdeSystem
     observables : None, sequence, mapping or callable
         - ``None``: every state, in order.
-        - a sequence whose items are state names, names of the system's
-          ``outputs`` (JSON models), state indices (int), or expressions
+        - a sequence whose items are names of the system's ``outputs`` (JSON
+          models; every id of an SBML model, as what its symbol denotes) or of its
+          states (an output of the same name wins), state indices (int), or expressions
           (sympy or strings in the state, parameter and output names and ``t``);
         - a mapping ``{name: expression}``;
         - a function ``h(t, y, p)`` returning a sequence of expressions, called

@@ -12,6 +12,7 @@ from pymc_odesens.solvers.errors import (
     OdeSolverError,
     StepSizeTooSmallError,
 )
+from pymc_odesens.solvers.event_instant import seed_event_order
 from pymc_odesens.solvers.solve import OdeSolution, solve
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "EventAccumulationError",
     "EventSensitivityError",
     "NonFiniteInputError",
+    "seed_event_order",
 ]

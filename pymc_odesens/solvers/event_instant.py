@@ -17,7 +17,8 @@ times (explicit events' times and time atoms'). At an instant:
    crossed in their direction and explicit events due now.
 3. Pending events execute one at a time: the highest priority first (priorities are
    evaluated at the current state before each choice), events without priority after
-   those with one, ties in declaration order. An event assigns from the state at its
+   those with one, ties in declaration order (or drawn at random between events with
+   ``random_order``, SBML's semantics). An event assigns from the state at its
    trigger time (``use_values_from_trigger_time``) or from the current state. After each
    execution the root atoms are re-evaluated: triggers switching to true set off new
    events (cascades), non-persistent pending events whose trigger became false are
@@ -48,6 +49,7 @@ from pymc_odesens.codegen.event_tables import (
     COL_INITIAL_VALUE,
     COL_KIND,
     COL_PERSISTENT,
+    COL_RANDOM_ORDER,
     COL_TERMINAL,
     COL_TRIGGER_TIME_VALUES,
     KIND_CROSSING,
@@ -131,10 +133,12 @@ def _log(t, index, slot, z, ev_t, ev_index, ev_slot, ev_z, ev_count):
 
 
 @njit(cache=True)
-def _refresh_root_sides(g, margin, sides, n_roots):
-    """Root atoms' sides from their values after an assignment (kept within a margin)."""
+def _refresh_root_sides(g, g_old, margin, sides, n_roots):
+    """Root atoms' sides from their values ``g`` after an assignment (``g_old`` before it):
+    kept when the value did not change (an execution that leaves an atom as it was cannot
+    move it off the side it was given, even exactly at zero) or stays within the margin."""
     for k in range(n_roots):
-        if margin[k] > 0.0 and abs(g[k]) <= margin[k]:
+        if g[k] == g_old[k] or (margin[k] > 0.0 and abs(g[k]) <= margin[k]):
             continue
         margin[k] = 0.0
         sides[k] = side_of(g[k])
@@ -202,20 +206,54 @@ def _leave_zero(t, z, p, conditions, rates, g, rate, margin, sides, run_side, g_
 
 
 @njit(cache=True)
+def _seed_numba_generator(seed):
+    np.random.seed(seed)
+
+
+def seed_event_order(seed: int) -> None:
+    """Seed the generator that draws the order of tied events with ``random_order``.
+
+    Parameters
+    ----------
+    seed : int
+        A seed in ``[0, 2**32)`` for numba's generator in this thread (each thread and
+        each process has its own, seeded from the operating system's entropy at start;
+        NumPy's ``np.random.seed`` does not reach it).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    _seed_numba_generator(int(seed))
+
+
+@njit(cache=True)
 def _next_event(table, pending, prio):
     """The pending event to execute next (-1: none): highest priority, then declaration
-    order; events without priority after those with one."""
+    order; events without priority after those with one. A tie between two events that
+    both have ``random_order`` is drawn uniformly (reservoir sampling over the tied
+    events with ``random_order``, in declaration order)."""
     best = -1
+    tied = 0
     for e in range(table.shape[0]):
         if pending[e] <= 0:
             continue
         if best < 0:
             best = e
+            tied = 1
             continue
         has = table[e, COL_HAS_PRIORITY] != 0
         best_has = table[best, COL_HAS_PRIORITY] != 0
         if has and (not best_has or prio[e] > prio[best]):
             best = e
+            tied = 1
+        elif (
+            has == best_has
+            and (not has or prio[e] == prio[best])
+            and table[e, COL_RANDOM_ORDER] != 0
+            and table[best, COL_RANDOM_ORDER] != 0
+        ):
+            tied += 1
+            if np.random.random() * tied < 1.0:
+                best = e
     return best
 
 
@@ -403,8 +441,9 @@ def process_instant(
                 info[0], info[1], info[2] = t, 0.0, e
                 info[3] = st.ACCUMULATION_CASCADE
                 return st.EVENT_ACCUMULATION, executions, terminal
+            rates[:] = g  # scratch: the values before the execution (rates are recomputed)
             conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
-            _refresh_root_sides(g, margin, sides, n_roots)
+            _refresh_root_sides(g, rates, margin, sides, n_roots)
         elif not _leave_zero(
             t, z, p, conditions, rates_kernel, g, rates, margin, sides, run_side, g_zero
         ):
@@ -498,8 +537,9 @@ def _atom_phases(
             else:
                 margin[k] = 0.0
                 s = side_of(g[k])
-            if s != 0 and run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
-                # it crossed at this very time too, unreported (two atoms together)
+            if run_side[k] != 0 and s != run_side[k] and directions[k] == 0:
+                # it crossed at this very time too, unreported (two atoms together), or
+                # reached zero exactly with the crossing atom (it then leaves zero later)
                 v_before[k], v_at[k], v_after[k] = run_side[k], 0.0, s
             else:
                 v_before[k], v_at[k], v_after[k] = s, s, s

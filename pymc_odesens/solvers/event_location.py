@@ -130,7 +130,11 @@ def bracket_done(bracket):
 
 @njit(cache=True, inline="always")
 def bracket_resolution(bracket):
-    """How well ``g`` is resolved at the root: the larger ``|g|`` at the bracket's ends."""
+    """How well ``g`` is resolved at the root: 0 when ``g`` is exactly 0 at the bracket's
+    end (the root is exact; the other end may lie a whole step away), else the larger
+    ``|g|`` at the bracket's ends (a bracket a few ulps wide)."""
+    if bracket[3] == 0.0:
+        return 0.0
     return max(abs(bracket[1]), abs(bracket[3]))
 
 

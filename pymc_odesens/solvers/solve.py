@@ -16,7 +16,7 @@ from pymc_odesens.solvers.integrate import (
     integrate_events,
     newton_jacobian,
 )
-from pymc_odesens.solvers.status import stats_dict
+from pymc_odesens.solvers.status import new_stats, stats_dict
 
 __all__ = ["OdeProblem", "OdeSolution", "prepare_problem", "solve", "validate_vector"]
 
@@ -42,6 +42,18 @@ class OdeSolution:
         For systems with events: the events that happened (``.times``,
         ``.names``, ``.index``, ``.before`` = the state just before each).
         Outputs at an event time hold the state just after it.
+    system : OdeSystem or None
+        The system solved (for reading its outputs off the solution).
+    params : numpy.ndarray or None
+        The parameters of the solve.
+
+    Examples
+    --------
+    ``solution["S1"]`` is the state ``S1``, or the system's output of that name
+    (for a system read from SBML: what the id's symbol denotes, a species'
+    concentration unless it has only substance units);
+    ``solution.amount("S1")`` and ``solution.concentration("S1")`` give a species
+    of an SBML model in the unit asked.
     """
 
     t: np.ndarray
@@ -50,13 +62,62 @@ class OdeSolution:
     controls: SolverControls
     states: list = field(default_factory=list)
     events: EventLog | None = None
+    system: OdeSystem | None = field(default=None, repr=False)
+    params: np.ndarray | None = field(default=None, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        """Trajectory of the state called ``name``."""
+        """Trajectory of the output called ``name`` (``system.outputs``), else of the state."""
+        outputs = getattr(self.system, "outputs", None) or {}
+        if name in outputs:
+            return self.evaluate([outputs[name]])[:, 0]
         try:
             return self.y[:, self.states.index(name)]
         except ValueError:
-            raise KeyError(f"no state named {name!r}; states are {self.states}") from None
+            extra = f"; outputs are {list(outputs)}" if outputs else ""
+            raise KeyError(f"no state named {name!r}; states are {self.states}{extra}") from None
+
+    def evaluate(self, expressions) -> np.ndarray:
+        """Expressions of the system's ``t``, states and parameters at the output times.
+
+        Parameters
+        ----------
+        expressions : sequence of sympy.Expr
+            In ``system.t``, ``system.state_symbols`` and ``system.param_symbols``
+            (for example values of ``system.outputs``).
+
+        Returns
+        -------
+        numpy.ndarray, shape (T, M)
+            Evaluated by a generated kernel, compiled once per set of expressions.
+        """
+        if self.system is None or self.params is None:
+            raise ValueError("evaluate(): this solution does not know its system and parameters")
+        from pymc_odesens.solvers.solution_variables import evaluate_along_solution
+
+        return evaluate_along_solution(self.system, self.params, self.t, self.y, list(expressions))
+
+    def _species_quantity(self, species: str, unit: str) -> np.ndarray:
+        sbml = getattr(self.system, "sbml", None)
+        if sbml is None:
+            raise ValueError(f"{unit}(): the system was not read from SBML; it has no species")
+        table = sbml.amounts if unit == "amount" else sbml.concentrations
+        if species not in table:
+            if species in sbml.amounts:
+                raise ValueError(
+                    f"concentration(): species {species!r} is in a 0-dimensional compartment; "
+                    "it has an amount only"
+                )
+            known = ", ".join(sbml.amounts) or "none"
+            raise KeyError(f"{unit}(): no species {species!r}; species are {known}")
+        return self.evaluate([table[species]])[:, 0]
+
+    def amount(self, species: str) -> np.ndarray:
+        """Amount of the SBML species ``species`` at the output times."""
+        return self._species_quantity(species, "amount")
+
+    def concentration(self, species: str) -> np.ndarray:
+        """Concentration of the SBML species ``species`` (amount / compartment size)."""
+        return self._species_quantity(species, "concentration")
 
 
 def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:
@@ -228,7 +289,9 @@ def solve(
     event_kernels = compile_event_kernels(system)
     jac, newton = problem.newton_jacobian()
     log = None
-    if event_kernels is None:
+    if n == 0:  # nothing to integrate (an SBML model made of rules only)
+        y_out, stats = np.zeros((problem.times.size, 0)), new_stats()
+    elif event_kernels is None:
         y_out, stats = integrate(
             method,
             problem.kernels.rhs,
@@ -265,5 +328,12 @@ def solve(
         )
         log = record.public(event_kernels.names)
     return OdeSolution(
-        problem.times, y_out, stats_dict(stats), controls, list(system.states), events=log
+        problem.times,
+        y_out,
+        stats_dict(stats),
+        controls,
+        list(system.states),
+        events=log,
+        system=system,
+        params=problem.params,
     )

@@ -123,3 +123,29 @@ def test_solve_pka_help_and_run(capsys):
     assert results["bdf"].y.shape == (13, 11)
     # both methods solve the same trajectory to about their tolerances
     np.testing.assert_allclose(results["rk45"].y, results["bdf"].y, rtol=1e-3, atol=1e-6)
+
+
+def test_sbml_model_example_solves_the_boehm_model(capsys):
+    example = load_example("sbml_model")
+    result = example.main(["--points", "5"])
+    out = capsys.readouterr().out
+    assert "doi:10.1021/pr5006923" in out
+    system, solution = result["system"], result["solution"]
+    assert system.states[:2] == ["STAT5A", "STAT5B"]
+    assert solution.y.shape == (5, 8)
+    # STAT5A and STAT5B start from their initial assignments (207.6 * ratio and the rest)
+    ratio = system.p_nominal[system.params.index("ratio")]
+    np.testing.assert_allclose(solution["STAT5A"][0], 207.6 * ratio, rtol=1e-12)
+    np.testing.assert_allclose(solution["STAT5A"][0] + solution["STAT5B"][0], 207.6, rtol=1e-12)
+    # the amount of pApA is its concentration times the cytoplasm's volume 1.4
+    np.testing.assert_allclose(solution.amount("pApA"), 1.4 * solution["pApA"], rtol=1e-14)
+    # the cytoplasmic STAT5A total (a conservation law of the stoichiometry) is kept
+    a, b = (system.states.index(s) for s in ("STAT5A", "pApB"))
+    total = (
+        solution.y[:, a]
+        + solution.y[:, b]
+        + 2 * solution["pApA"]
+        + 9 / 14 * solution["nucpApA"]
+        + 9 / 28 * solution["nucpApB"]
+    )
+    np.testing.assert_allclose(total, total[0], rtol=1e-7)

@@ -139,8 +139,9 @@ def test_trigger_attributes_change_the_fingerprint():
         make(persistent=False),
         make(use_values_from_trigger_time=False),
         make(priority=1.0),
+        make(random_order=True),
     }
-    assert len(prints) == 5
+    assert len(prints) == 6
 
 
 @pytest.mark.parametrize(
@@ -168,6 +169,7 @@ def test_bad_triggers_name_the_culprit(trigger, error, message):
         ),
         (dict(initial_value=1), TypeError, "initial_value must be True or False"),
         (dict(persistent="no"), TypeError, "persistent must be True or False"),
+        (dict(random_order=None), TypeError, "random_order must be True or False"),
         (dict(priority=lambda t, y, p: y.x < 1), TypeError, "priority must be a scalar expression"),
     ],
 )

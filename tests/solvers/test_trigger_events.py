@@ -13,6 +13,7 @@ import pytest
 
 from pymc_odesens import EventAccumulationError, OdeSystem, solve
 from pymc_odesens.model import ExplicitEvent, ImplicitEvent, TriggerEvent
+from pymc_odesens.solvers import seed_event_order
 from tests.conftest import model_path
 
 METHODS = ("rk45", "ckrk", "bdf", "adams")
@@ -261,6 +262,70 @@ def test_explicit_and_trigger_events_at_one_time_execute_in_declaration_order():
     r = solve(system, [1.0], [2.0], [0.0], **TIGHT)
     assert r.events.names == ["double", "add"]
     assert r.y[-1, 0] == 3.0
+
+
+def _competing(random_order):
+    """Every 0.1 two events of equal priority compete: the first to execute sets 'last' to
+    t, which cancels the other (not persistent); each counts its wins."""
+    return OdeSystem(
+        lambda t, y, p: [0.0, 0.0, 0.0],
+        states=["last", "q", "r"],
+        params=["unused"],
+        events=[
+            TriggerEvent(
+                lambda t, y, p: t - y.last >= 0.1,
+                lambda t, y, p, c=c: {"last": t, c: y[c] + 1},
+                priority=1.0,
+                persistent=False,
+                random_order=random_order,
+                name=c,
+            )
+            for c in ("q", "r")
+        ],
+    )
+
+
+def test_ties_execute_in_declaration_order_or_at_random_with_random_order():
+    times = [10.05]
+    fixed = solve(_competing(False), [0.0, 0.0, 0.0], times, [0.0], **TIGHT)
+    np.testing.assert_array_equal(fixed.y[-1, 1:], [100, 0])  # 'q' always wins
+    system = _competing(True)
+    seed_event_order(2026)
+    drawn = solve(system, [0.0, 0.0, 0.0], times, [0.0], **TIGHT)
+    q, r = drawn.y[-1, 1:]
+    assert q + r == 100 and len(drawn.events.names) == 100
+    assert 25 <= q <= 75  # a fair coin: P(outside) < 1e-6
+    assert drawn.events.names.count("q") == q
+    seed_event_order(2026)
+    again = solve(system, [0.0, 0.0, 0.0], times, [0.0], **TIGHT)
+    assert again.events.names == drawn.events.names  # the seed fixes the draws
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_atoms_reaching_zero_together_both_fire(method):
+    """Two clocks reset by their own events every 0.1: their atoms reach zero at the same
+    instants (exactly, when the root is hit exactly), and both events fire each time."""
+    system = OdeSystem(
+        lambda t, y, p: [0.0, 0.0, 0.0, 0.0],
+        states=["a", "b", "na", "nb"],
+        params=["unused"],
+        events=[
+            TriggerEvent(
+                lambda t, y, p, c=c: t - y[c] >= 0.1,
+                lambda t, y, p, c=c: {c: t, "n" + c: y["n" + c] + 1},
+                name=c,
+            )
+            for c in ("a", "b")
+        ],
+    )
+    r = solve(system, [0.0] * 4, [1.05], [0.0], method=method, **TIGHT)
+    np.testing.assert_array_equal(r.y[-1, 2:], [10, 10])
+    np.testing.assert_allclose(r.events.times, np.repeat(0.1 * np.arange(1, 11), 2), rtol=1e-9)
+
+
+def test_seed_event_order_names_a_bad_seed():
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\), got -1"):
+        seed_event_order(-1)
 
 
 # -- accumulating events: a named error, never a wrong number --------------------------------
