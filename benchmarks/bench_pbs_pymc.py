@@ -419,9 +419,9 @@ def print_nuts(results: dict) -> None:
                 [
                     f"{label} {route}",
                     f"{run['seconds']:.1f}",
+                    f"{run['cpu_seconds']:.1f}",
                     f"{run['ess_bulk_min']:.0f}",
                     f"{run['ess_bulk_median']:.0f}",
-                    f"{run['cpu_seconds']:.1f}",
                     f"{run['ess_min_per_s']:.1f}",
                     f"{run['ess_median_per_s']:.1f}",
                     fmt_ratio(run["ess_median_per_s"] / forward["ess_median_per_s"]),

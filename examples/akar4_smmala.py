@@ -203,6 +203,7 @@ def _jsonable(value):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    akar4.note_missing_blas()
     report = Report()
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")

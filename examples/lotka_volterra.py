@@ -32,6 +32,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
+import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, solve
 
 HERE = Path(__file__).resolve().parent
@@ -95,7 +96,8 @@ def main(argv=None) -> dict:
     model = build_model(system, times, data)
     start = time.perf_counter()
     with model:
-        idata = pm.sample(
+        # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
+        idata = pymc_odesens.sample(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,

@@ -26,6 +26,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
+import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, solve
 
 THETA = 0.15
@@ -103,7 +104,8 @@ def main(argv=None) -> dict:
     model = build_model(data)
     start = time.perf_counter()
     with model:
-        idata = pm.sample(
+        # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
+        idata = pymc_odesens.sample(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,

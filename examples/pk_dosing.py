@@ -32,6 +32,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
+import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, solve
 from pymc_odesens.model import ExplicitEvent
 
@@ -186,7 +187,8 @@ def main(argv=None) -> dict:
     model = build_model(data, args.sensitivity)
     start = time.perf_counter()
     with model:
-        idata = pm.sample(
+        # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
+        idata = pymc_odesens.sample(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,

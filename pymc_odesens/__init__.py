@@ -6,8 +6,9 @@ Stan's methods (``rk45``, ``ckrk``, ``bdf``, ``adams``) and controls;
 sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
 PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
 sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
-a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, events by
-:class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
+a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, sampling by
+:func:`sample` (``pm.sample`` with the log-density compiled in PyTensor's NUMBA mode),
+events by :class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
 import pymc and pytensor, which takes seconds; they are loaded when first used, so
@@ -53,6 +54,8 @@ _LAZY = {
     # the PyMC layer imports pymc and pytensor (seconds): loaded on first use, so that a
     # user who only solves and differentiates ODEs never pays for them
     "SMMALA": "pymc_odesens.pymc",
+    "sample": "pymc_odesens.pymc",
+    "sampling_compile_kwargs": "pymc_odesens.pymc",
     "OdeSolverFailureWarning": "pymc_odesens.pymc",
     "choose_sensitivity_route": "pymc_odesens.pymc",
     "failure_counts": "pymc_odesens.pymc",
@@ -117,6 +120,8 @@ __all__ = [
     "FisherInformationResult",
     "fisher_information_tensor",
     "SMMALA",
+    "sample",
+    "sampling_compile_kwargs",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",

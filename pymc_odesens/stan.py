@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -383,6 +384,89 @@ def _traced_system(f: Callable, n_states: int, layouts: Sequence[_ArgLayout]) ->
     return system
 
 
+class RealDataArgumentNote(UserWarning):
+    """A real-valued data argument holding whole numbers (``763.0``) became a parameter of
+    the traced system; shown once per function and argument, since an ``int`` (``763``) may
+    have been meant."""
+
+
+_noted_arguments: set = set()
+
+
+def _whole_real_data(f: Callable, args: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """``[(name, value as given, as an int)]`` of the extra arguments given as real *data*
+    (numbers, not PyTensor variables) whose values are all whole numbers (``N = 763.0``)."""
+    found = []
+    for name, value in zip(_argument_names(f, len(args)), args):
+        if isinstance(value, Variable) or _contains_variable(value):
+            continue
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError):
+            continue
+        if arr.dtype.kind != "f" or arr.size == 0 or not np.all(np.isfinite(arr)):
+            continue
+        if np.all(arr == np.round(arr)):
+            if arr.ndim == 0:
+                found.append((name, repr(float(arr)), str(int(arr))))
+            else:
+                found.append((name, f"a float array of shape {arr.shape}", "an integer array"))
+    return found
+
+
+def _whole_real_hint(whole: Sequence[tuple[str, str, str]]) -> str:
+    given = ", ".join(f"{name} = {shown}" for name, shown, _ in whole)
+    meant = ", ".join(f"{name} = {as_int}" for name, _, as_int in whole)
+    return (
+        f"the real-valued data {given} holds whole numbers only. A real argument is a "
+        "parameter: f receives a sympy symbol for it, and forward sensitivities integrate "
+        "one more column per entry. If it is integer data (a count, a size, an index), "
+        f"pass integers ({meant}): they are baked into the equations"
+    )
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside this module (the user's call)."""
+    # level 1 is the function that calls warnings.warn, one frame above this one
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _system_for(
+    function_name: str,
+    f: Callable,
+    n_states: int,
+    layouts: Sequence[_ArgLayout],
+    args: Sequence[Any],
+    *,
+    note: bool,
+) -> OdeSystem:
+    """The traced system; real data holding whole numbers (``763.0`` where ``763`` may have
+    been meant) is named in a tracing error and, with ``note``, in a one-time note."""
+    whole = _whole_real_data(f, args)
+    try:
+        system = _traced_system(f, n_states, layouts)
+    except Exception as err:
+        if not whole:
+            raise
+        try:
+            wrapped = type(err)(f"{err}. Note: {_whole_real_hint(whole)}")
+        except Exception:  # pragma: no cover - exotic exception signatures
+            raise err from None
+        raise wrapped from err
+    fresh = [item for item in whole if (f, item[0]) not in _noted_arguments]
+    if note and fresh:
+        _noted_arguments.update((f, item[0]) for item in fresh)
+        warnings.warn(
+            f"{function_name}: {_whole_real_hint(fresh)} (shown once per argument)",
+            RealDataArgumentNote,
+            stacklevel=_caller_stacklevel(),
+        )
+    return system
+
+
 def clear_cache() -> None:
     """Forget every traced system (compiled kernels stay in the on-disk cache)."""
     with _lock:
@@ -520,7 +604,7 @@ def _forward(
         resolve_controls(method, n, **controls)
     except (TypeError, ValueError) as err:
         raise _reraise(function_name, err) from None
-    system = _traced_system(f, n, layouts)
+    system = _system_for(function_name, f, n, layouts, args, note=True)
     return ode_solution(
         system, y0, ts, params, t0=t0, method=method, sensitivity="forward", **controls
     )
@@ -857,7 +941,7 @@ def ode_adjoint_tol_ctl(
         resolved = resolve_adjoint_controls(n, **controls)
     except (TypeError, ValueError) as err:
         raise _reraise(function_name, err) from None
-    system = _traced_system(f, n, layouts)
+    system = _system_for(function_name, f, n, layouts, args, note=False)
     return ode_solution(
         system,
         y0,
@@ -897,4 +981,4 @@ def ode_system(f: SystemFunction, y0: TensorLike, *args: Any) -> OdeSystem:
     _, n = _initial_state(function_name, y0)
     names = _argument_names(f, len(args))
     layouts = [_classify(_label(function_name, j, names[j]), a)[0] for j, a in enumerate(args)]
-    return _traced_system(f, n, layouts)
+    return _system_for(function_name, f, n, layouts, args, note=False)

@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["SKIP_MESSAGE", "amici_python", "run_amici"]
+__all__ = ["SKIP_MESSAGE", "amici_python", "run_amici", "run_amici_petab"]
 
 RUNNER = Path(__file__).resolve().parent / "amici_runner.py"
+PETAB_RUNNER = Path(__file__).resolve().parent / "amici_petab_runner.py"
 DEFAULT_PYTHON = Path("/work/amici_env/bin/python")
 SKIP_MESSAGE = (
     "AMICI not installed, skipped (pip install amici swig antimony into a separate venv "
@@ -68,6 +69,12 @@ def run_amici(
     ]
     if models_dir is not None:
         cmd += ["--models-dir", str(models_dir)]
+    return _run(python, cmd, model, timeout)
+
+
+def _run(python: Path, cmd: list[str], label: str, timeout: float) -> dict | None:
+    """Run a runner in the AMICI venv; its last JSON line as a dict, or None (reason printed)."""
+    model = label
     env = dict(os.environ)
     # cmake has to find swig (installed in the AMICI venv) when a model is built
     env["PATH"] = str(python.parent) + os.pathsep + env.get("PATH", "")
@@ -101,6 +108,51 @@ def run_amici(
             return json.loads(line)
     print(f"AMICI runner printed no JSON for {model}, skipped", flush=True)
     return None
+
+
+def run_amici_petab(
+    yaml: str | Path,
+    *,
+    modes=("llh", "forward", "adjoint"),
+    rtol: float = 1e-8,
+    atol: float = 1e-16,
+    steady_state_tolerances: tuple[float, float] | None = None,
+    repeats: int = 10,
+    rebuild: bool = False,
+    timeout: float = 7200.0,
+) -> dict | None:
+    """Run AMICI on a PEtab problem (``amici_petab_runner.py``); its JSON, or None.
+
+    The first call for a problem builds its AMICI model (minutes) and records the build time.
+    """
+    python = amici_python()
+    if python is None:
+        print(SKIP_MESSAGE, flush=True)
+        return None
+    cmd = [
+        str(python),
+        str(PETAB_RUNNER),
+        "--yaml",
+        str(yaml),
+        "--modes",
+        ",".join(modes),
+        "--rtol",
+        repr(rtol),
+        "--atol",
+        repr(atol),
+        "--repeats",
+        str(repeats),
+    ]
+    if steady_state_tolerances is not None:
+        cmd += [
+            "--steady-state-rtol",
+            repr(steady_state_tolerances[0]),
+            "--steady-state-atol",
+            repr(steady_state_tolerances[1]),
+        ]
+    if rebuild:
+        cmd.append("--rebuild")
+    return _run(python, cmd, Path(yaml).stem, timeout)
 
 
 if __name__ == "__main__":  # python benchmarks/peers/amici.py pka

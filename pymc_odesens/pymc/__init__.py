@@ -12,14 +12,37 @@ from pymc_odesens.pymc.failures import (
     reset_failure_counts,
 )
 from pymc_odesens.pymc.fisher import fisher_information_tensor
+from pymc_odesens.pymc.numba_cache import register_cacheable
 from pymc_odesens.pymc.ode_solution import (
     SENSITIVITY_ROUTES,
     choose_sensitivity_route,
     ode_solution,
 )
+from pymc_odesens.pymc.ops import (
+    OdeAdjointOp,
+    OdeAdjointVJPOp,
+    OdeDiscreteAdjointOp,
+    OdeDiscreteAdjointVJPOp,
+    OdeForwardOp,
+    OdeStatesOp,
+)
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
+from pymc_odesens.pymc.sampling import sample, sampling_compile_kwargs
 from pymc_odesens.pymc.smmala import SMMALA
+from pymc_odesens.pymc.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
 from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
+
+# compiled NUMBA-mode graphs with these Ops go into PyTensor's on-disk cache
+register_cacheable(
+    OdeStatesOp,
+    OdeForwardOp,
+    OdeAdjointOp,
+    OdeAdjointVJPOp,
+    OdeDiscreteAdjointOp,
+    OdeDiscreteAdjointVJPOp,
+    SteadyStateOp,
+    SteadyStateVJPOp,
+)
 
 __all__ = [
     "ode_solution",
@@ -33,6 +56,8 @@ __all__ = [
     "reset_failure_counts",
     "fisher_information_tensor",
     "SMMALA",
+    "sample",
+    "sampling_compile_kwargs",
     "pbs_branch_counts",
     "pbs_branch_summary",
 ]

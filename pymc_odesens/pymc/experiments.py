@@ -15,11 +15,13 @@ the proposal as well (:mod:`pymc_odesens.pymc.rejection`).
 from __future__ import annotations
 
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_odesens.codegen import compile_kernels
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.pymc.failures import record_failure
 from pymc_odesens.sensitivity import AdjointCheckpoints, adjoint_forward
@@ -28,8 +30,9 @@ from pymc_odesens.sensitivity.forward import forward_sensitivities
 from pymc_odesens.sensitivity.pbs_options import PbsOptions
 from pymc_odesens.sensitivity.pbs_report import BRANCH_NAMES
 from pymc_odesens.solvers import OdeSolverError, solve
+from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.integrate import EventRecord
-from pymc_odesens.solvers.solve import prepare_problem
+from pymc_odesens.solvers.solve import OdeProblem, prepare_problem, validate_vector
 
 __all__ = [
     "OdeSpec",
@@ -119,6 +122,36 @@ class OdeSpec:
         return f"{who}system {self.system.name!r}"
 
 
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _problem(spec: OdeSpec, y0, params, experiment: int) -> OdeProblem:
+    """:func:`prepare_problem` for one experiment of a log-density evaluation, without
+    checking again what the graph fixed: the times (validated when it was built), the
+    controls and the kernels are resolved once per spec; ``y0`` and ``params`` are
+    checked (finite, else :class:`NonFiniteInputError`) as by ``prepare_problem``."""
+    system = spec.system
+    resolved = _RESOLVED.get(spec)
+    if resolved is None:
+        controls = resolve_controls(
+            spec.method,
+            system.n_states,
+            spec.controls.get("relative_tolerance"),
+            spec.controls.get("absolute_tolerance"),
+            spec.controls.get("max_num_steps"),
+        )
+        resolved = _RESOLVED[spec] = (controls, compile_kernels(system))
+    controls, kernels = resolved
+    p = validate_vector("params", params[experiment], system.n_params, "one value per parameter")
+    if spec.y0_from_system:
+        y0_e = kernels.evaluate("initial_state", spec.t0, np.zeros(system.n_states), p)
+    else:
+        y0_e = y0[experiment]
+    y0_e = validate_vector("y0", y0_e, system.n_states, "one value per state")
+    times = spec.times_of(experiment)
+    return OdeProblem(system, kernels, y0_e, p, spec.t0, times, controls, spec.y0_from_system)
+
+
 def _y0_row(spec: OdeSpec, y0, experiment: int):
     return None if spec.y0_from_system else y0[experiment]
 
@@ -127,21 +160,6 @@ def _placeholder_state(spec: OdeSpec, y0, experiment: int) -> np.ndarray:
     if spec.y0_from_system:
         return np.zeros(spec.system.n_states)
     return np.asarray(y0[experiment], dtype=float)
-
-
-def _problem(spec: OdeSpec, y0, params, experiment: int):
-    """The :class:`~pymc_odesens.solvers.solve.OdeProblem` of one experiment (simple controls)."""
-    return prepare_problem(
-        spec.system,
-        _y0_row(spec, y0, experiment),
-        spec.times_of(experiment),
-        params[experiment],
-        spec.t0,
-        spec.method,
-        spec.controls.get("relative_tolerance"),
-        spec.controls.get("absolute_tolerance"),
-        spec.controls.get("max_num_steps"),
-    )
 
 
 def _handle(

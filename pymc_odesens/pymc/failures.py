@@ -37,6 +37,12 @@ class OdeSolverFailureWarning(UserWarning):
     """An ODE solve failed inside a model; the proposal was rejected."""
 
 
+_EXPECTED = (
+    "while a sampler tunes (early proposals reach extreme parameters, where the ODE is "
+    "stiff or blows up); many failures after tuning, or divergences, point to a prior that "
+    "allows such parameters or to too loose max_num_steps / tolerances"
+)
+
 _lock = threading.Lock()
 _counts: Counter = Counter()
 _first_messages: dict[str, str] = {}
@@ -66,8 +72,9 @@ def record_failure(error: Exception, where: str, phase: str | None = None) -> No
     if first:
         warnings.warn(
             f"pymc_odesens: the ODE solver failed in {where} ({name}: {error}). The proposal "
-            "is rejected (log-density -inf); further failures are counted and summarised "
-            "when the process ends (pymc_odesens.failure_counts() gives the counts now).",
+            "is rejected (log-density -inf) and sampling goes on: this is expected and "
+            f"harmless {_EXPECTED}. Further failures are counted and summarised once when the "
+            "process ends (pymc_odesens.failure_counts() gives the counts now).",
             OdeSolverFailureWarning,
             stacklevel=2,
         )
@@ -105,8 +112,8 @@ def failure_summary() -> str:
         return ""
     total = sum(_counts.values())
     return (
-        f"pymc_odesens: {total} ODE solver failure(s) rejected proposals in this process:\n  "
-        + "\n  ".join(lines)
+        f"pymc_odesens: {total} ODE solver failure(s) rejected proposals in this process "
+        f"(expected and harmless {_EXPECTED}):\n  " + "\n  ".join(lines)
     )
 
 

@@ -35,6 +35,7 @@ from pymc_odesens.codegen import (
 from pymc_odesens.codegen.kernels import compile_sensitivity_kernel
 from pymc_odesens.pymc.experiments import OdeSpec
 from pymc_odesens.pymc.failures import record_failure
+from pymc_odesens.pymc.numba_cache import stable_key
 from pymc_odesens.pymc.ops import (
     OdeAdjointOp,
     OdeAdjointVJPOp,
@@ -69,7 +70,7 @@ _specs_lock = threading.Lock()
 
 
 def _register(spec: OdeSpec) -> int:
-    key = id(spec)
+    key = stable_key(spec)  # the same in every process: compiled graphs are cached
     with _specs_lock:
         _specs[key] = spec
     return key

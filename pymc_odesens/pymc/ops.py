@@ -63,6 +63,20 @@ def _check_only_solution_differentiated(output_grads) -> None:
             )
 
 
+def node_inputs(op_name: str, y0_from_system: bool, inputs: tuple) -> list:
+    """An ODE Op's node inputs ``[y0, params]``, or ``[params]`` when the system supplies
+    ``y0``, from ``(y0, params)`` (``y0`` then ignored) or from the node's own inputs."""
+    if len(inputs) == 1 and y0_from_system:
+        return [pt.as_tensor_variable(inputs[0], dtype="float64")]
+    if len(inputs) != 2:
+        accepted = "(y0, params) or (params,)" if y0_from_system else "(y0, params)"
+        raise TypeError(f"{op_name} takes {accepted}; got {len(inputs)} inputs")
+    params = pt.as_tensor_variable(inputs[1], dtype="float64")
+    if y0_from_system:
+        return [params]
+    return [pt.as_tensor_variable(inputs[0], dtype="float64"), params]
+
+
 class _OdeOp(Op):
     """Shared input handling. Ops of one type with the same spec (the same object) are equal,
     so PyTensor merges duplicated applies (e.g. one backward pass, not two)."""
@@ -80,11 +94,11 @@ class _OdeOp(Op):
         # failures belong to the function's evaluation (raised or counted there)
         return False
 
-    def _inputs(self, y0, params) -> list:
-        params = pt.as_tensor_variable(params, dtype="float64")
-        if self.spec.y0_from_system:
-            return [params]
-        return [pt.as_tensor_variable(y0, dtype="float64"), params]
+    def _inputs(self, inputs: tuple) -> list:
+        """The node's inputs from ``make_node``'s arguments ``(y0, params)``; when the system
+        supplies ``y0``, also ``(params,)``, the node's own inputs (PyTensor re-makes a node
+        from them, e.g. when it vectorises a graph)."""
+        return node_inputs(type(self).__name__, self.spec.y0_from_system, inputs)
 
     def _split(self, inputs):
         if self.spec.y0_from_system:
@@ -102,8 +116,8 @@ class _OdeOp(Op):
 class OdeStatesOp(_OdeOp):
     """``(y, failed)`` without sensitivities."""
 
-    def make_node(self, y0, params):
-        return Apply(self, self._inputs(y0, params), [self._y_type(), self._failed_type()])
+    def make_node(self, *inputs):
+        return Apply(self, self._inputs(inputs), [self._y_type(), self._failed_type()])
 
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
@@ -121,8 +135,8 @@ class OdeStatesOp(_OdeOp):
 class OdeForwardOp(_OdeOp):
     """``(y, S, [S_y0,] failed)``: states and forward sensitivities in one solve."""
 
-    def make_node(self, y0, params):
-        return Apply(self, self._inputs(y0, params), self._output_types())
+    def make_node(self, *inputs):
+        return Apply(self, self._inputs(inputs), self._output_types())
 
     def _output_types(self) -> list:
         s = self.spec
@@ -206,9 +220,9 @@ class _AdjointPhaseOp(_OdeOp):
     outputs) and ``_solve(y0, params)`` (all outputs).
     """
 
-    def make_node(self, y0, params):
+    def make_node(self, *inputs):
         outputs = [self._y_type(), *self._record_types(), self._failed_type()]
-        return Apply(self, self._inputs(y0, params), outputs)
+        return Apply(self, self._inputs(inputs), outputs)
 
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)

@@ -16,6 +16,7 @@ import numpy as np
 from pytensor.link.numba.dispatch import numba_funcify
 
 from pymc_odesens.pymc.failures import record_failure
+from pymc_odesens.pymc.numba_cache import stable_key
 from pymc_odesens.pymc.numba_dispatch import _add_initial_state_path, _params_or_dummy
 from pymc_odesens.pymc.steady_state_experiments import SteadyStateSpec
 from pymc_odesens.pymc.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
@@ -50,7 +51,7 @@ _failure_callback = _CALLBACK_TYPE(_on_failure)
 
 def _setup(spec: SteadyStateSpec):
     problem = spec.problem
-    key = id(spec)
+    key = stable_key(spec)  # the same in every process: compiled graphs are cached
     _steady_specs[key] = spec
     kernels = problem.kernels
     init_state = kernels.initial_state if spec.y0_from_system else kernels.rhs

@@ -15,6 +15,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_odesens.pymc.ops import node_inputs
 from pymc_odesens.pymc.rejection import GradientGuard
 from pymc_odesens.pymc.steady_state_experiments import (
     SteadyStateSpec,
@@ -43,11 +44,9 @@ class _SteadyStateBase(Op):
 class SteadyStateOp(_SteadyStateBase):
     """``(y* (E, N), t* (E,), failed (E,) int8)`` from ``[y0 (E, N),] params (E, P)``."""
 
-    def make_node(self, y0, params):
+    def make_node(self, *inputs):
         s = self.spec
-        inputs = [pt.as_tensor_variable(params, dtype="float64")]
-        if not s.y0_from_system:
-            inputs.insert(0, pt.as_tensor_variable(y0, dtype="float64"))
+        inputs = node_inputs(type(self).__name__, s.y0_from_system, inputs)
         e, n = s.n_experiments, s.system.n_states
         outputs = [
             pt.tensor(dtype="float64", shape=(e, n)),

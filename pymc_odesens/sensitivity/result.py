@@ -7,6 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_odesens.solvers.controls import SolverControls
+from pymc_odesens.solvers.summary import (
+    names_summary,
+    stats_summary,
+    times_summary,
+    tolerance_summary,
+)
 
 __all__ = ["SensitivityResult"]
 
@@ -61,3 +67,13 @@ class SensitivityResult:
     event_time_sensitivity: np.ndarray | None = None
     event_time_sensitivity_y0: np.ndarray | None = None
     pbs_steps: object = None
+
+    def __repr__(self) -> str:
+        columns = {"params": "dy/dp", "y0": "dy/dy0", "both": "dy/dp"}[self.wrt]
+        extra = f", S_y0={self.S_y0.shape} dy/dy0" if self.S_y0 is not None else ""
+        events = "" if self.events is None else f", {len(self.events.times)} events"
+        return (
+            f"SensitivityResult({self.method}, {self.sensitivity}, t={times_summary(self.t)}, "
+            f"y={self.y.shape} [{names_summary(self.states)}], S={self.S.shape} {columns}"
+            f"{extra}, {tolerance_summary(self.controls)}, {stats_summary(self.stats)}{events})"
+        )

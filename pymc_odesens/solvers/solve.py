@@ -17,6 +17,12 @@ from pymc_odesens.solvers.integrate import (
     newton_jacobian,
 )
 from pymc_odesens.solvers.status import new_stats, stats_dict
+from pymc_odesens.solvers.summary import (
+    names_summary,
+    stats_summary,
+    times_summary,
+    tolerance_summary,
+)
 
 __all__ = ["OdeProblem", "OdeSolution", "prepare_problem", "solve", "validate_vector"]
 
@@ -118,6 +124,14 @@ class OdeSolution:
     def concentration(self, species: str) -> np.ndarray:
         """Concentration of the SBML species ``species`` (amount / compartment size)."""
         return self._species_quantity(species, "concentration")
+
+    def __repr__(self) -> str:
+        events = "" if self.events is None else f", {len(self.events.times)} events"
+        return (
+            f"OdeSolution({self.controls.method}, t={times_summary(self.t)}, "
+            f"y={self.y.shape} [{names_summary(self.states)}], "
+            f"{tolerance_summary(self.controls)}, {stats_summary(self.stats)}{events})"
+        )
 
 
 def validate_vector(argument: str, value, size: int, what: str) -> np.ndarray:

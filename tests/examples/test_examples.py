@@ -125,6 +125,26 @@ def test_solve_pka_help_and_run(capsys):
     np.testing.assert_allclose(results["rk45"].y, results["bdf"].y, rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.slow
+def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
+    example = load_example("petab_fit")
+    plot = tmp_path / "petab_fit.png"
+    argv = short_run(draws=30, tune=30, chains=1, cores=1)
+    result = example.main(argv + ["--predictive-draws", "20", "--plot", str(plot)])
+    out = capsys.readouterr().out
+    assert "doi:10.1021/pr5006923" in out  # the publication, from the SBML annotation
+    assert "R-hat max" in out and "divergences" in out
+    idata = result["idata"]
+    assert idata.posterior.sizes["draw"] == 30
+    assert set(idata.posterior_predictive.data_vars) == {
+        "pSTAT5A_rel",
+        "pSTAT5B_rel",
+        "rSTAT5A_rel",
+    }
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert plot.exists() and plot.stat().st_size > 10_000
+
+
 def test_sbml_model_example_solves_the_boehm_model(capsys):
     example = load_example("sbml_model")
     result = example.main(["--points", "5"])
@@ -149,3 +169,28 @@ def test_sbml_model_example_solves_the_boehm_model(capsys):
         + 9 / 28 * solution["nucpApB"]
     )
     np.testing.assert_allclose(total, total[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.py")))
+def test_every_example_honours_help(name, capsys):
+    example = load_example(name)
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--help"])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("usage: ")
+    assert "Sampling" not in printed.out + printed.err  # nothing ran
+
+
+def test_akar4_explains_a_missing_blas_once_instead_of_warning(capsys, recwarn):
+    import pytensor
+
+    example = load_example("akar4")
+    example.note_missing_blas()
+    printed = capsys.readouterr().out
+    assert not [w for w in recwarn if "BLAS" in str(w.message)]
+    if pytensor.config.blas__ldflags:
+        assert printed == ""
+    else:
+        assert printed.startswith("note: PyTensor found no BLAS library")
+        assert "harmless for this example" in printed

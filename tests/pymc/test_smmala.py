@@ -21,6 +21,7 @@ from pymc.exceptions import SamplingError
 from pymc_odesens import SMMALA, OdeSystem, fisher_information, ode_solution
 from pymc_odesens.pymc.smmala import softabs
 from pymc_odesens.pymc.smmala_sensitivities import OdeRouteSensitivityOp
+from tests.conftest import model_path
 
 TIMES = np.linspace(0.5, 5.0, 10)
 TIGHT = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
@@ -86,6 +87,24 @@ def test_metric_through_an_ode_solution(linear2, likelihood, noise):
     expected = p[:, None] * fisher * p[None, :] + np.eye(2) / 0.25
     np.testing.assert_allclose(step.metric(x, regularised=False), expected, rtol=1e-6)
     assert step.likelihoods == [("obs", likelihood)]
+
+
+def test_metric_through_an_ode_solution_whose_initial_state_the_system_gives():
+    """The same metric with ``y0 = None`` (the ODE node then has the parameters as its only
+    input, and the metric's Jacobian-vector products re-make it from them)."""
+    system = OdeSystem.from_json(model_path("linear2"))
+    system.set_initial_state(list(system.x0))
+    y_true = np.asarray(fisher_information(system, None, TIMES, system.p_nominal, 0.1).h)
+    with pm.Model():
+        log_p = pm.Normal("log_p", np.log(system.p_nominal), 0.5, shape=2)
+        y = ode_solution(system, None, TIMES, pm.math.exp(log_p), **TIGHT)
+        pm.Normal("obs", mu=y, sigma=0.1, observed=y_true)
+        step = SMMALA()
+    x = np.log([0.8, 0.35])
+    p = np.exp(x)
+    fisher = fisher_information(system, None, TIMES, p, 0.1, **TIGHT).matrix
+    expected = p[:, None] * fisher * p[None, :] + np.eye(2) / 0.25
+    np.testing.assert_allclose(step.metric(x, regularised=False), expected, rtol=1e-6)
 
 
 def test_sampled_noise_scale_has_its_fisher_block():

@@ -385,3 +385,44 @@ def test_stan_harmonic_oscillator_model():
         (logp(at(flat + h * e)) - logp(at(flat - h * e))) / (2 * h) for e in np.eye(flat.size)
     ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-4)
+
+
+# real data holding whole numbers (763.0 where 763 may have been meant) ------------------
+
+
+def _sir(t, y, beta, gamma, population):
+    infection = beta * y[0] * y[1] / population
+    return [-infection, infection - gamma * y[1], gamma * y[1]]
+
+
+def test_whole_real_data_is_a_parameter_with_a_one_time_note():
+    import warnings
+
+    from pymc_odesens.stan import RealDataArgumentNote
+
+    def sir(t, y, beta, gamma, population):  # a fresh function: its own notes
+        return _sir(t, y, beta, gamma, population)
+
+    y0, ts = np.array([762.0, 1.0, 0.0]), np.arange(1.0, 4.0)
+    with pytest.warns(RealDataArgumentNote, match=r"population = 763\.0 holds whole numbers"):
+        stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 763.0)
+    assert stan.ode_system(sir, y0, 1.7, 0.5, 763.0).params == ["beta", "gamma", "population"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 763.0)  # shown once
+        stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 763)  # an int: baked in, no note
+        stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 762.5)  # not a whole number: no note
+    # the int is baked into the equations: two parameters, the same solution
+    assert stan.ode_system(sir, y0, 1.7, 0.5, 763).params == ["beta", "gamma"]
+    as_real = stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 763.0).eval()
+    as_int = stan.ode_rk45(sir, y0, 0.0, ts, 1.7, 0.5, 763).eval()
+    np.testing.assert_allclose(as_real, as_int, rtol=1e-12)
+
+
+def test_whole_real_data_is_named_when_tracing_fails():
+    def decay(t, y, n):
+        return [-y[i] for i in range(n)]
+
+    with pytest.raises(TypeError, match=r"n = 2\.0 holds whole numbers.*pass integers \(n = 2\)"):
+        stan.ode_rk45(decay, np.array([1.0, 2.0]), 0.0, [1.0], 2.0)
+    assert stan.ode_rk45(decay, np.array([1.0, 2.0]), 0.0, [1.0], 2).eval().shape == (1, 2)

@@ -1,0 +1,238 @@
+"""Bayesian fit of a PEtab problem with NUTS: the benchmark collection's Boehm model by default.
+
+A PEtab problem (an SBML model plus tables of conditions, measurements, observables with
+their noise models, and parameters with scales, bounds and priors) becomes a PyMC model in
+one call, ``PetabProblem.from_yaml(path).build_model()``: one random variable per estimated
+parameter on its ``parameterScale`` (uniform on the bounds where the table gives no prior),
+all simulation conditions solved as one batch with exact gradients (the discrete adjoint of
+the ``bdf`` steps, or forward sensitivities for very few parameters), and the measurements
+as observed random variables with PEtab's noise models.
+
+The default problem is Boehm_JProteomeRes2014 of the PEtab benchmark collection, read in
+place from ``../shared/petab`` (``$PYMC_ODESENS_SHARED_DIR/petab``; a path argument or
+``$PYMC_ODESENS_PETAB_PROBLEM`` points elsewhere): STAT5 dimerisation after Epo
+stimulation, 8 states, 9 estimated parameters (6 rate constants, 3 noise levels, all
+log10), 48 measurements of 3 observables. Model and data: Boehm et al., *Identification
+of isoform-specific dynamics in phosphorylation-dependent STAT5 dimerization by
+quantitative mass spectrometry and mathematical modeling*, J. Proteome Res. 13 (2014)
+5685-5694, doi:10.1021/pr5006923 (the publication of any problem is read from its SBML
+annotation and printed).
+
+The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
+and plots every observable per condition: the data with their noise (one noise standard
+deviation at the posterior mean, on the observable's transformation scale), the posterior
+predictive 90 % band of the measurements and the median simulated observable.
+
+Run:  python examples/petab_fit.py          (writes examples/output/petab_fit_<problem>.png)
+      python examples/petab_fit.py path/to/problem.yaml --draws 500 --sampler nutpie
+      python examples/petab_fit.py --help
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+from pymc_odesens.petab import PetabProblem
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
+
+
+def default_problem() -> Path:
+    """``$PYMC_ODESENS_PETAB_PROBLEM``, else Boehm in the shared folder beside the repository."""
+    env = os.environ.get("PYMC_ODESENS_PETAB_PROBLEM")
+    if env:
+        return Path(env)
+    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", HERE.parents[1] / "shared"))
+    return shared / "petab" / DEFAULT_PROBLEM / f"{DEFAULT_PROBLEM}.yaml"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("problem", nargs="?", type=Path, default=None, help="PEtab YAML file")
+    parser.add_argument("--draws", type=int, default=1000, help="draws per chain (1000)")
+    parser.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (1000)")
+    parser.add_argument("--chains", type=int, default=4, help="number of chains (4)")
+    parser.add_argument("--cores", type=int, default=2, help="chains run in parallel (2)")
+    parser.add_argument("--seed", type=int, default=20240611, help="random seed")
+    parser.add_argument("--target-accept", type=float, default=0.9, help="NUTS (0.9)")
+    parser.add_argument(
+        "--sampler", choices=("pymc", "nutpie"), default="pymc", help="NUTS of PyMC or nutpie"
+    )
+    parser.add_argument(
+        "--sensitivity",
+        default="auto",
+        choices=("auto", "forward", "adjoint", "discrete_adjoint"),
+        help="gradient route (auto)",
+    )
+    parser.add_argument("--predictive-draws", type=int, default=200, help="for the bands (200)")
+    parser.add_argument("--plot", type=Path, default=None, help="output PNG")
+    parser.add_argument("--no-plot", action="store_true", help="no figure")
+    parser.add_argument("--no-progressbar", action="store_true")
+    args = parser.parse_args(argv)
+    args.problem = args.problem or default_problem()
+    return args
+
+
+def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
+    model = problem.build_model(sensitivity=args.sensitivity)
+    start = time.perf_counter()
+    with model:
+        idata = pm.sample(
+            draws=args.draws,
+            tune=args.tune,
+            chains=args.chains,
+            cores=args.cores,
+            target_accept=args.target_accept,
+            random_seed=args.seed,
+            nuts_sampler=args.sampler,
+            progressbar=not args.no_progressbar,
+            compute_convergence_checks=False,
+        )
+    wall = time.perf_counter() - start
+    thinned = idata.sel(
+        draw=slice(None, None, max(1, args.draws * args.chains // args.predictive_draws))
+    )
+    with model:
+        predictive = pm.sample_posterior_predictive(
+            thinned, random_seed=args.seed, progressbar=not args.no_progressbar
+        )
+    idata.extend(predictive)
+    return idata, wall
+
+
+def _scale(values, transformation: str, inverse: bool = False):
+    if transformation == "lin":
+        return values
+    if transformation == "log":
+        return np.exp(values) if inverse else np.log(values)
+    return 10.0**values if inverse else np.log10(values)
+
+
+def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_panels: int = 48):
+    """Every observable per condition: data, noise, posterior predictive band, median fit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    posterior = idata.posterior
+    ids = list(problem.parameters.ids)
+    draws = np.stack([posterior[pid].values.reshape(-1) for pid in ids], axis=1)
+    mean = draws.mean(axis=0)
+    picked = draws[np.linspace(0, len(draws) - 1, min(30, len(draws))).astype(int)]
+    simulated = np.stack([problem.simulate(x)["simulation"].to_numpy() for x in picked])
+    at_mean = problem.simulate(mean)
+    panels = []
+    for group in problem.graph.groups:
+        predictive = idata.posterior_predictive[group.observable.id].values
+        predictive = predictive.reshape(-1, predictive.shape[-1])
+        for e in np.unique(group.experiment):
+            panels.append((group, e, predictive[:, group.experiment == e]))
+    shown = panels[:max_panels]
+    columns = min(4, len(shown))
+    rows = math.ceil(len(shown) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for ax, (group, e, predictive) in zip(axes.flat, shown):
+        observable = group.observable
+        mask = group.experiment == e
+        rows_e = group.rows[mask]
+        t = group.time[mask]
+        finite = np.isfinite(t)
+        right = (t[finite].max() if finite.any() else 1.0) * 1.15 + 1e-9
+        t_plot = np.where(finite, t, right)
+        order = np.argsort(t_plot, kind="stable")
+        data = group.data[mask]
+        sigma = at_mean["noise"].to_numpy()[rows_e]
+        scaled = _scale(data, observable.transformation)
+        low = _scale(scaled - sigma, observable.transformation, inverse=True)
+        high = _scale(scaled + sigma, observable.transformation, inverse=True)
+        band = np.quantile(predictive, [0.05, 0.95], axis=0)
+        fit = np.median(simulated[:, rows_e], axis=0)
+        ax.fill_between(
+            t_plot[order],
+            band[0][order],
+            band[1][order],
+            color="C0",
+            alpha=0.25,
+            label="posterior predictive 90 %",
+        )
+        ax.plot(t_plot[order], fit[order], color="C0", label="simulated (median)")
+        ax.errorbar(
+            t_plot,
+            data,
+            yerr=[data - low, high - data],
+            fmt="o",
+            color="k",
+            ms=3,
+            lw=0.8,
+            label="data +- noise",
+        )
+        if not finite.all():
+            ax.axvline(right, color="0.7", lw=0.5)
+            ax.annotate("t = inf", (right, ax.get_ylim()[1]), fontsize=7, ha="center", va="top")
+        if observable.transformation != "lin":
+            ax.set_yscale("log")
+        ax.set_title(f"{observable.id}\n{problem.experiments[e].label}", fontsize=8)
+        ax.set_xlabel("time")
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{problem.name} ({problem.publication})", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    if len(panels) > max_panels:
+        print(f"plotted the first {max_panels} of {len(panels)} observable/condition panels")
+    return path
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    problem = PetabProblem.from_yaml(args.problem)
+    print(problem)
+    print(f"model and data: {problem.publication or '(no publication in the SBML annotation)'}")
+    options = problem.options.updated(sensitivity=args.sensitivity)
+    print(f"gradient route: {options.route(problem.sensitivity_columns)}")
+    idata, wall = sample(problem, args)
+    summary = az.summary(idata, var_names=list(problem.parameters.ids), round_to=4)
+    print(summary.to_string())
+    rhat_max = float(summary["r_hat"].max())
+    divergences = int(idata.sample_stats["diverging"].sum())
+    print(
+        f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
+        f"sampling wall time {wall:.1f} s ({args.chains} chains x {args.draws} draws, "
+        f"{args.tune} tuning steps, {args.sampler})"
+    )
+    plot = None
+    if not args.no_plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("matplotlib is not installed: no plot")
+        else:
+            target = args.plot or HERE / "output" / f"petab_fit_{problem.name}.png"
+            plot = plot_fit(problem, idata, target)
+            print(f"wrote {plot}")
+    return {
+        "problem": problem,
+        "idata": idata,
+        "summary": summary,
+        "rhat_max": rhat_max,
+        "divergences": divergences,
+        "wall_time": wall,
+        "plot": plot,
+    }
+
+
+if __name__ == "__main__":
+    main()

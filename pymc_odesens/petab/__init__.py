@@ -1,0 +1,13 @@
+"""Layer 6: PEtab problems as log-likelihoods, gradients and PyMC models.
+
+``PetabProblem.from_yaml(path)`` reads a PEtab v1 problem with the petab library (the
+tables) and :meth:`OdeSystem.from_sbml <pymc_odesens.OdeSystem.from_sbml>` (the model);
+``.log_likelihood(x)``, ``.log_likelihood_gradient(x)`` and ``.build_model()`` follow. See
+docs/petab.md. This layer imports every other; nothing imports it.
+"""
+
+from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
+from pymc_odesens.petab.problem import PetabProblem
+from pymc_odesens.petab.solver_options import SolverOptions
+
+__all__ = ["PetabProblem", "PetabError", "PetabUnsupportedError", "SolverOptions"]

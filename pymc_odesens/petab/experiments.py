@@ -1,0 +1,161 @@
+"""Simulation conditions as experiments: what each one sets, read with the petab library.
+
+An *experiment* is one combination of a ``simulationConditionId`` and an optional
+``preequilibrationConditionId`` of the measurement table
+(``petab.get_simulation_conditions``). For each, the petab library's parameter mapping
+(``get_optimization_to_simulation_parameter_mapping``) gives every model parameter's value
+during pre-equilibration and simulation: a number, or the id of an estimated parameter.
+Condition-table columns that name species set initial values instead; they are collected
+here as :class:`SpeciesOverride` entries (a number, a parameter id, or NaN: keep the
+model's value). Experiments with pre-equilibration come after those without, so each group
+is one contiguous block of the experiment axis.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import pandas as pd
+import petab.v1 as petab
+from petab.v1 import C
+
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
+
+__all__ = ["Experiment", "read_experiments"]
+
+_OUTPUT_OVERRIDES = (C.OBSERVABLE_PARAMETERS, C.NOISE_PARAMETERS)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One simulation condition (optionally after a pre-equilibration condition).
+
+    Attributes
+    ----------
+    simulation : str
+        The ``simulationConditionId``.
+    preequilibration : str or None
+        The ``preequilibrationConditionId``.
+    parameters, preequilibration_parameters : dict of str to float or str
+        Each model parameter's value in the simulation (pre-equilibration) condition: a
+        number on the linear scale or the id of an estimated parameter (petab's mapping).
+    species : dict of str to float or str
+        Initial values the simulation condition sets (species id to number or parameter
+        id; NaN: keep the model's, or after pre-equilibration the steady state's, value).
+    preequilibration_species : dict of str to float or str
+        The same for the pre-equilibration condition.
+    """
+
+    simulation: str
+    preequilibration: str | None
+    parameters: dict = field(repr=False)
+    preequilibration_parameters: dict = field(repr=False)
+    species: dict = field(repr=False)
+    preequilibration_species: dict = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        if self.preequilibration:
+            return f"{self.preequilibration} -> {self.simulation}"
+        return self.simulation
+
+
+def _condition_entry(condition_df: pd.DataFrame, condition_id: str, column: str):
+    if condition_id not in condition_df.index:
+        raise PetabError(f"condition table: no condition {condition_id!r}")
+    value = petab.core.to_float_if_float(condition_df.loc[condition_id, column])
+    if isinstance(value, numbers.Number):
+        return float(value)
+    if isinstance(value, str) and value.strip() == "":
+        return math.nan
+    return value
+
+
+def _state_columns(system: OdeSystem, condition_df: pd.DataFrame, model) -> list[str]:
+    """Condition-table columns that set initial values (species), checked."""
+    kinds, roles = system.sbml.kinds, system.sbml.roles
+    columns = []
+    for column in condition_df.columns:
+        if column == C.CONDITION_NAME or not model.is_state_variable(column):
+            continue
+        kind = kinds.get(column)
+        if kind == "compartment":
+            raise PetabUnsupportedError(
+                f"condition table: column {column!r} sets the size of a compartment; "
+                "compartment sizes are constants of the imported SBML model, so condition-"
+                "specific sizes are not supported"
+            )
+        if kind != "species" or roles.get(column) != "state":
+            raise PetabUnsupportedError(
+                f"condition table: column {column!r} sets the {kind or 'entity'} {column!r}, "
+                f"which the imported model holds as a {roles.get(column, 'constant')}, not a "
+                "state; only initial values of species that are states can be set"
+            )
+        columns.append(column)
+    return columns
+
+
+def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experiment]:
+    """The experiments of a PEtab problem, those without pre-equilibration first.
+
+    Parameters
+    ----------
+    problem : petab.v1.Problem
+    system : OdeSystem
+        The model imported from the problem's SBML file.
+
+    Returns
+    -------
+    list of Experiment
+    """
+    measurement_df = problem.measurement_df
+    conditions = petab.get_simulation_conditions(measurement_df)
+    # measurement-specific overrides are resolved per measurement (measurements.py); the
+    # mapping here is that of the model's parameters only
+    without_overrides = measurement_df.drop(
+        columns=[c for c in _OUTPUT_OVERRIDES if c in measurement_df.columns]
+    )
+    if C.PREEQUILIBRATION_CONDITION_ID in without_overrides:
+        # empty, not NaN: petab's check for time-point-specific overrides groups once with
+        # and once without NaN keys, and would count experiments without pre-equilibration
+        # as such overrides when others have it
+        without_overrides[C.PREEQUILIBRATION_CONDITION_ID] = without_overrides[
+            C.PREEQUILIBRATION_CONDITION_ID
+        ].fillna("")
+    mapping = petab.get_optimization_to_simulation_parameter_mapping(
+        condition_df=problem.condition_df,
+        measurement_df=without_overrides,
+        parameter_df=problem.parameter_df,
+        model=problem.model,
+        simulation_conditions=conditions,
+        warn_unmapped=False,
+        scaled_parameters=False,
+        fill_fixed_parameters=True,
+    )
+    species_columns = _state_columns(system, problem.condition_df, problem.model)
+    experiments = []
+    for (_, row), (pre_map, sim_map, _, _) in zip(conditions.iterrows(), mapping):
+        simulation = row[C.SIMULATION_CONDITION_ID]
+        pre = row.get(C.PREEQUILIBRATION_CONDITION_ID, "")
+        pre = pre if isinstance(pre, str) and pre else None
+        experiments.append(
+            Experiment(
+                simulation=simulation,
+                preequilibration=pre,
+                parameters=dict(sim_map),
+                preequilibration_parameters=dict(pre_map),
+                species={
+                    s: _condition_entry(problem.condition_df, simulation, s)
+                    for s in species_columns
+                },
+                preequilibration_species={
+                    s: _condition_entry(problem.condition_df, pre, s) for s in species_columns
+                }
+                if pre
+                else {},
+            )
+        )
+    return sorted(experiments, key=lambda e: e.preequilibration is not None)

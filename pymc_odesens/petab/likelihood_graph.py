@@ -1,0 +1,192 @@
+"""The PyTensor graph from the estimated parameters to every measurement's distribution.
+
+``x`` (estimated parameters on their scales) -> ``z = [unscale(x), constants]`` -> each
+experiment's parameters (one gather) -> the batched ODE solution ``y`` (E, T, N): one
+:func:`~pymc_odesens.ode_solution` for the experiments without pre-equilibration, one for the
+others, which starts from the steady state of their pre-equilibration conditions
+(:func:`~pymc_odesens.steady_state_solution`) -> per observable, the states,
+parameters and placeholder values of each measurement (gathers) -> the observable formula
+``h`` and the noise formula ``sigma`` evaluated elementwise -> the measurements'
+distributions (:mod:`pymc_odesens.petab.noise`). The same graph serves
+:meth:`PetabProblem.log_likelihood` (compiled on its own) and the PyMC model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytensor.tensor as pt
+
+from pymc_odesens.petab.measurements import MeasurementGroup
+from pymc_odesens.petab.parameters import ParameterValues, unscale_tensor
+from pymc_odesens.petab.simulation_system import SimulationSystem
+from pymc_odesens.petab.solver_options import SolverOptions
+from pymc_odesens.petab.tensor_expressions import expression_tensor
+from pymc_odesens.pymc import ode_solution, steady_state_solution
+
+__all__ = ["ObservableTensors", "PetabGraph"]
+
+
+@dataclass(frozen=True, eq=False)
+class ObservableTensors:
+    """One observable's simulated values ``h`` and noise parameters ``sigma`` (M,)."""
+
+    group: MeasurementGroup
+    h: pt.TensorVariable
+    sigma: pt.TensorVariable
+
+
+@dataclass(frozen=True, eq=False)
+class PetabGraph:
+    """Everything the graph needs, as index arrays (built once per problem).
+
+    Attributes
+    ----------
+    simulation : SimulationSystem
+    values : ParameterValues
+    scales : tuple of str
+        ``parameterScale`` of each estimated parameter.
+    times : numpy.ndarray, (E, T)
+    parameters : numpy.ndarray of int, (E, P)
+        Index in ``z`` of each simulated-system parameter in each experiment's simulation
+        condition.
+    preequilibration_parameters : numpy.ndarray of int, (E_pre, P)
+        The same in the pre-equilibration conditions of the last E_pre experiments.
+    reinitialize, reinitial_values : numpy.ndarray, (E_pre, N)
+        States the simulation conditions re-initialise after pre-equilibration, and the
+        indices in ``z`` of their values.
+    groups : list of MeasurementGroup
+    table_parameters : dict of str to dict
+        Per observable id, the index in ``z`` of each parameter-table symbol it uses.
+    """
+
+    simulation: SimulationSystem
+    values: ParameterValues
+    scales: tuple
+    times: np.ndarray
+    parameters: np.ndarray
+    preequilibration_parameters: np.ndarray
+    reinitialize: np.ndarray
+    reinitial_values: np.ndarray
+    groups: list
+    table_parameters: dict
+
+    @property
+    def n_plain(self) -> int:
+        """The number of experiments without pre-equilibration (they come first)."""
+        return self.parameters.shape[0] - self.preequilibration_parameters.shape[0]
+
+    def z(self, x) -> pt.TensorVariable:
+        """``z = [unscale(x), constants]`` for a tensor ``x`` on the parameter scales."""
+        return self.values.tensor(unscale_tensor(x, self.scales))
+
+    def states(self, z, options: SolverOptions, route: str) -> pt.TensorVariable:
+        """The solution at the output times, (E, T, N), for the values ``z``."""
+        controls = options.ode_controls(route)
+        n_plain, n_e = self.n_plain, self.parameters.shape[0]
+        blocks = []
+        if n_plain:
+            blocks.append(self._block(z, slice(0, n_plain), None, options, controls))
+        if n_plain < n_e:
+            y0 = self._preequilibrated_start(z, options)
+            blocks.append(self._block(z, slice(n_plain, n_e), y0, options, controls))
+        return blocks[0] if len(blocks) == 1 else pt.concatenate(blocks, axis=0)
+
+    def _steady_state(self, z, y0, params, options: SolverOptions, what: str):
+        """Steady states (E', N) of the event-free system (switches at their values after
+        every switching time) from ``y0`` (None: ``y0(p)``) with ``params``."""
+        sim = self.simulation
+        if y0 is not None and sim.switches:
+            after = np.array([1.0 if w.after else 0.0 for w in sim.switches])
+            y0 = pt.concatenate(
+                [y0[:, : sim.n_model_states], pt.broadcast_to(after, (y0.shape[0], len(after)))],
+                axis=1,
+            )
+        return steady_state_solution(
+            sim.steady_state_system,
+            y0,
+            params,
+            name=f"{sim.system.name}_{what}_failed",
+            **(options.steady_state_controls or {}),
+        )
+
+    def _block(self, z, rows: slice, y0, options: SolverOptions, controls: dict):
+        """One group of experiments: the ODE solution at the finite output times, and at
+        ``inf`` the steady state reached from the same start with the same parameters."""
+        system = self.simulation.system
+        times = self.times[rows]
+        infinite = np.isinf(times)
+        finite = times.copy()
+        for e in range(finite.shape[0]):  # inf (at the end of a row): its last finite time
+            last = finite[e][~infinite[e]]
+            finite[e][infinite[e]] = last[-1] if last.size else 0.0
+        params = z[self.parameters[rows]]
+        y = ode_solution(system, y0, finite, params, **controls)
+        if infinite.any():
+            y_steady = self._steady_state(z, y0, params, options, "steady_state")
+            y = pt.where(infinite[:, :, None], y_steady[:, None, :], y)
+        return y
+
+    def _preequilibrated_start(self, z, options: SolverOptions):
+        """The initial states of the experiments with pre-equilibration: the steady state
+        under the pre-equilibration condition (from its ``y0(p)``), with the states the
+        simulation condition sets re-initialised and the switch states set for its
+        ``t = 0``."""
+        sim = self.simulation
+        system = sim.system
+        n_pre = self.preequilibration_parameters.shape[0]
+        params = z[self.parameters[self.n_plain :]]
+        y_star = self._steady_state(
+            z, None, z[self.preequilibration_parameters], options, "preequilibration"
+        )
+        mask = self.reinitialize.copy()
+        columns = [z[self.reinitial_values[:, i]] for i in range(system.n_states)]
+        for k, switch in enumerate(sim.switches):
+            i = sim.n_model_states + k
+            mask[:, i] = True
+            values = {s: params[:, j] for j, s in enumerate(system.param_symbols)}
+            columns[i] = pt.broadcast_to(
+                expression_tensor(switch.initial, values, f"time switch {switch.condition}"),
+                (n_pre,),
+            )
+        if not mask.any():
+            return y_star
+        return pt.where(mask, pt.stack(columns, axis=1), y_star)
+
+    def observables(self, z, y) -> list[ObservableTensors]:
+        """``h`` and ``sigma`` of every measurement, per observable."""
+        system = self.simulation.system
+        result = []
+        for group in self.groups:
+            observable = group.observable
+            used = observable.formula.free_symbols | observable.noise_formula.free_symbols
+            values = {}
+            if any(s in used for s in system.state_symbols):
+                y_m = y[group.experiment, group.time_index]
+                for i, s in enumerate(system.state_symbols):
+                    if s in used:
+                        values[s] = y_m[:, i]
+            for k, s in enumerate(system.param_symbols):
+                if s in used:
+                    values[s] = z[self.parameters[group.experiment, k]]
+            if system.t in used:
+                values[system.t] = pt.constant(group.time)
+            for j, s in enumerate(observable.observable_placeholders):
+                values[s] = z[group.observable_parameters[:, j]]
+            for j, s in enumerate(observable.noise_placeholders):
+                values[s] = z[group.noise_parameters[:, j]]
+            for s, index in self.table_parameters[observable.id].items():
+                values[s] = z[index]
+            label = f"observable {observable.id!r}"
+            h = expression_tensor(observable.formula, values, f"{label}: observableFormula")
+            sigma = expression_tensor(observable.noise_formula, values, f"{label}: noiseFormula")
+            m = len(group)
+            result.append(
+                ObservableTensors(
+                    group=group,
+                    h=pt.broadcast_to(h, (m,)),
+                    sigma=pt.broadcast_to(sigma, (m,)),
+                )
+            )
+        return result

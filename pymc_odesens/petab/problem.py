@@ -1,0 +1,309 @@
+"""`PetabProblem`: a PEtab v1 problem as log-likelihood, gradient and PyMC model."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import petab.v1 as petab
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from petab.v1 import C
+
+from pymc_odesens.model import OdeSystem
+from pymc_odesens.petab.citation import publication
+from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
+from pymc_odesens.petab.experiments import Experiment, read_experiments
+from pymc_odesens.petab.likelihood_graph import PetabGraph
+from pymc_odesens.petab.measurements import experiment_times, group_measurements
+from pymc_odesens.petab.model import build_pymc_model
+from pymc_odesens.petab.noise import measurement_distribution
+from pymc_odesens.petab.observables import read_observables
+from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
+from pymc_odesens.petab.simulation_system import SimulationSystem
+from pymc_odesens.petab.solver_options import SolverOptions
+
+__all__ = ["PetabProblem"]
+
+
+def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
+    if system.events:
+        raise PetabUnsupportedError(
+            f"{where}: the SBML model has events ({len(system.events)}); the PEtab importer "
+            "does not support them yet"
+        )
+    if problem.mapping_df is not None and len(problem.mapping_df):
+        raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
+    if problem.condition_df is None:
+        raise PetabError(f"{where}: the problem has no condition table")
+
+
+class PetabProblem:
+    """A PEtab v1 problem: its SBML model, experiments, observables and parameters.
+
+    Build one with :meth:`from_yaml`. The estimated parameters ``x`` are those of the
+    parameter table with ``estimate = 1``, in table order, on their ``parameterScale``.
+
+    Attributes
+    ----------
+    name : str
+    petab_problem : petab.v1.Problem
+        The tables as read by the petab library.
+    model_system : OdeSystem
+        The SBML model as imported (:meth:`OdeSystem.from_sbml`).
+    system : OdeSystem
+        The simulated system: the model with the values PEtab fixes substituted
+        (:class:`~pymc_odesens.petab.simulation_system.SimulationSystem`).
+    parameters : EstimatedParameters
+        ids, scales, bounds and nominal values of ``x``.
+    experiments : list of Experiment
+        The simulation conditions (with their pre-equilibration conditions).
+    options : SolverOptions
+    publication : str
+        The model's publication (from the SBML annotation).
+    """
+
+    def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
+        self.petab_problem = petab_problem
+        self.name = name
+        self.options = options
+        model = petab_problem.model
+        if model is None or not hasattr(model, "sbml_model"):
+            raise PetabUnsupportedError(f"{name}: only SBML models are supported")
+        sbml_text = model.to_sbml_str()
+        self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
+        _refuse_unsupported(petab_problem, self.model_system, name)
+        self.publication = publication(model.sbml_model)
+        self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"petab\.")
+            self.experiments: list[Experiment] = read_experiments(petab_problem, self.model_system)
+        self.simulation = SimulationSystem.build(self.model_system, self.experiments, name)
+        self.system = self.simulation.system
+        self._values = ParameterValues(petab_problem.parameter_df, self.parameters)
+        self.observables = read_observables(
+            petab_problem.observable_df, self.system, set(petab_problem.parameter_df.index)
+        )
+        self.graph = self._build_graph()
+        self._functions: dict = {}
+
+    # construction ---------------------------------------------------------------------
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike, **options) -> PetabProblem:
+        """Read a PEtab v1 problem from its YAML file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The problem's ``.yaml`` file (the tables are read relative to it).
+        **options
+            :class:`~pymc_odesens.petab.solver_options.SolverOptions` (``method``,
+            ``sensitivity``, ``relative_tolerance``, ``absolute_tolerance``,
+            ``max_num_steps``, ``steady_state_controls``).
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` names no file.
+        PetabUnsupportedError
+            The problem uses a feature the importer does not cover (named).
+        PetabError
+            The tables are inconsistent (the entry named).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no PEtab problem file {str(path)!r}")
+        with warnings.catch_warnings():
+            # pandas' deprecations of what petab calls, not the user's to act on
+            warnings.filterwarnings("ignore", module=r"petab\.")
+            petab_problem = petab.Problem.from_yaml(str(path))
+        return cls(petab_problem, path.stem, SolverOptions(**options))
+
+    def _build_graph(self) -> PetabGraph:
+        problem, values = self.petab_problem, self._values
+        times = experiment_times(problem.measurement_df, self.experiments)
+        groups = group_measurements(
+            problem.measurement_df, self.experiments, times, self.observables, values
+        )
+        sim = self.simulation
+        parameters = np.array(
+            [sim.parameter_indices(e, values, False) for e in self.experiments], dtype=np.int64
+        ).reshape(len(self.experiments), self.system.n_params)
+        pre = [e for e in self.experiments if e.preequilibration]
+        pre_parameters = np.array(
+            [sim.parameter_indices(e, values, True) for e in pre], dtype=np.int64
+        ).reshape(len(pre), self.system.n_params)
+        reinit = [sim.reinitialized(e, values) for e in pre]
+        n = self.system.n_states
+        table_parameters = {
+            oid: {
+                s: values.index(pid, f"observable {oid!r}") for s, pid in o.table_parameters.items()
+            }
+            for oid, o in self.observables.items()
+        }
+        return PetabGraph(
+            simulation=sim,
+            values=values,
+            scales=self.parameters.scales,
+            times=times,
+            parameters=parameters,
+            preequilibration_parameters=pre_parameters,
+            reinitialize=np.array([m for m, _ in reinit], dtype=bool).reshape(len(pre), n),
+            reinitial_values=np.array([i for _, i in reinit], dtype=np.int64).reshape(len(pre), n),
+            groups=groups,
+            table_parameters=table_parameters,
+        )
+
+    # properties ---------------------------------------------------------------------------
+    @property
+    def x_nominal(self) -> np.ndarray:
+        """The nominal values of the estimated parameters, on their scales."""
+        return self.parameters.nominal.copy()
+
+    @property
+    def n_measurements(self) -> int:
+        return len(self.petab_problem.measurement_df)
+
+    @property
+    def sensitivity_columns(self) -> int:
+        """Parameters of the simulated system, plus its states if any experiment is
+        pre-equilibrated (forward sensitivities then carry ``dy/dy0``)."""
+        pre = any(e.preequilibration for e in self.experiments)
+        return self.system.n_params + (self.system.n_states if pre else 0)
+
+    @property
+    def gradient_route(self) -> str:
+        """The route gradients take with the current options."""
+        return self.options.route(self.sensitivity_columns)
+
+    # the log-likelihood ----------------------------------------------------------------
+    def log_likelihood_tensor(self, x, route: str = "none", options: SolverOptions | None = None):
+        """PEtab's log-likelihood as a tensor of ``x`` (a tensor on the parameter scales).
+
+        ``route`` is the gradient route of the simulations (``"none"``: no gradient).
+        Solver failures raise (``on_failure="raise"``) outside a PyMC model.
+        """
+        graph = self.graph
+        z = graph.z(x)
+        y = graph.states(z, options or self.options, route)
+        terms = []
+        for o in graph.observables(z, y):
+            observable = o.group.observable
+            dist = measurement_distribution(
+                observable.distribution, observable.transformation, o.h, o.sigma
+            )
+            terms.append(pm.logp(dist, o.group.data).sum())
+        return pt.sum(pt.stack(terms))
+
+    def _function(self, kind: str):
+        key = (kind, self.options)
+        function = self._functions.get(key)
+        if function is None:
+            x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
+            if kind == "value":
+                llh = self.log_likelihood_tensor(x, "none")
+                function = pytensor.function([x], llh)
+            else:
+                llh = self.log_likelihood_tensor(x, self.gradient_route)
+                function = pytensor.function([x], [llh, pytensor.grad(llh, x)])
+            self._functions[key] = function
+        return function
+
+    def log_likelihood(self, x=None) -> float:
+        """PEtab's log-likelihood of the measurements.
+
+        Parameters
+        ----------
+        x : array_like, shape (K,), optional
+            The estimated parameters (``parameters.ids``) on their ``parameterScale``;
+            default: their nominal values.
+
+        Returns
+        -------
+        float
+            The sum over measurements of the log-density of each measurement under its
+            noise model (normal or laplace, on the ``observableTransformation`` scale, as
+            the density of the measurement itself: normalising constants included, as in
+            ``petab.v1.calculate``); priors excluded.
+
+        Raises
+        ------
+        OdeSolverError
+            A simulation failed.
+        """
+        return float(self._function("value")(self.parameters.check(x)))
+
+    def log_likelihood_gradient(self, x=None) -> np.ndarray:
+        """The gradient of :meth:`log_likelihood` with respect to ``x`` (on its scales),
+        by :attr:`gradient_route`."""
+        return np.asarray(self._function("gradient")(self.parameters.check(x))[1])
+
+    def log_likelihood_and_gradient(self, x=None) -> tuple[float, np.ndarray]:
+        """:meth:`log_likelihood` and its gradient from one simulation."""
+        value, gradient = self._function("gradient")(self.parameters.check(x))
+        return float(value), np.asarray(gradient)
+
+    # simulations ---------------------------------------------------------------------------
+    def simulate(self, x=None) -> pd.DataFrame:
+        """The simulated observables at the measurements, as a PEtab simulation table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The measurement table with ``measurement`` replaced by ``simulation`` (and a
+            column ``noise``: each measurement's noise parameter).
+        """
+        key = ("simulate", self.options)
+        function = self._functions.get(key)
+        if function is None:
+            x_t = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
+            z = self.graph.z(x_t)
+            y = self.graph.states(z, self.options, "none")
+            observables = self.graph.observables(z, y)
+            function = pytensor.function([x_t], [t for o in observables for t in (o.h, o.sigma)])
+            self._functions[key] = function
+        outputs = function(self.parameters.check(x))
+        df = self.petab_problem.measurement_df.copy()
+        simulation = np.full(len(df), np.nan)
+        noise = np.full(len(df), np.nan)
+        for k, group in enumerate(self.graph.groups):
+            simulation[group.rows] = outputs[2 * k]
+            noise[group.rows] = outputs[2 * k + 1]
+        df = df.rename(columns={C.MEASUREMENT: C.SIMULATION})
+        df[C.SIMULATION] = simulation
+        df["noise"] = noise
+        return df
+
+    # the PyMC model --------------------------------------------------------------------------
+    def build_model(self, **options) -> pm.Model:
+        """The problem as a PyMC model.
+
+        One random variable per estimated parameter, named by its id, on its
+        ``parameterScale``, with the prior of ``objectivePriorType`` /
+        ``objectivePriorParameters`` (uniform on the bounds where none is given), truncated
+        to the bounds; the simulations of all experiments (one batched ODE solution, and
+        one more for the pre-equilibrated experiments); one observed random variable per
+        observable, named by its id, holding its measurements (PEtab's noise model, see
+        :mod:`pymc_odesens.petab.noise`), so that ``pm.sample_posterior_predictive``
+        draws measurements.
+
+        Parameters
+        ----------
+        **options
+            Overrides of :attr:`options` for this model (``method``, ``sensitivity``,
+            tolerances, ``steady_state_controls``).
+        """
+        options = self.options.updated(**options) if options else self.options
+        return build_pymc_model(self, options)
+
+    def __repr__(self) -> str:
+        pre = sum(1 for e in self.experiments if e.preequilibration)
+        return (
+            f"PetabProblem({self.name!r}: {self.system.n_states} states, "
+            f"{len(self.parameters)} estimated parameters, {len(self.experiments)} experiments "
+            f"({pre} pre-equilibrated), {self.n_measurements} measurements)"
+        )

@@ -1,0 +1,97 @@
+"""The benchmark collection: log-likelihoods at the nominal values against AMICI's
+reference values (1e-3 absolute), simulations against the collection's simulatedData
+(1e-4 relative), gradients against central differences and between routes."""
+
+from __future__ import annotations
+
+import glob
+from functools import cache
+
+import numpy as np
+import pandas as pd
+import petab.v1 as petab
+import pytest
+
+from pymc_odesens.petab import PetabProblem
+from tests.petab.benchmark_collection import (
+    REFERENCE_LLH,
+    problem_params,
+    problem_yaml,
+)
+
+# Fujita's simulatedData belong to an earlier version of the problem (condition ids
+# model1_data*, which its condition table no longer has; the log-likelihood they give is
+# 52.840, not the reference 53.084): not compared
+SIMULATED_DATA = [n for n in REFERENCE_LLH if n != "Fujita_SciSignal2010"]
+# the simulatedData tables hold the overrides' values where the measurement tables name
+# parameters, and some list the rows in another order: rows are matched by observable,
+# conditions, time and their rank among equal keys
+KEYS = ["observableId", "simulationConditionId", "preequilibrationConditionId", "time"]
+
+
+@cache
+def load(name: str) -> PetabProblem:
+    return PetabProblem.from_yaml(problem_yaml(name))
+
+
+@pytest.mark.parametrize("name", problem_params())
+def test_log_likelihood_at_the_nominal_values(name):
+    assert load(name).log_likelihood() == pytest.approx(REFERENCE_LLH[name], abs=1e-3)
+
+
+def _keyed(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for column in KEYS:
+        if column not in df:
+            df[column] = ""
+        df[column] = df[column].fillna("").astype(str)
+    df["time"] = df["time"].astype(float)
+    df["rank"] = df.groupby(KEYS).cumcount()
+    return df[[*KEYS, "rank", "simulation"]]
+
+
+@pytest.mark.parametrize("name", problem_params(SIMULATED_DATA))
+def test_simulations_match_simulated_data(name):
+    path = glob.glob(str(problem_yaml(name).parent / "simulatedData_*.tsv"))
+    if not path:
+        pytest.skip(f"{name} has no simulatedData table")
+    problem = load(name)
+    theirs = petab.get_simulation_df(path[0])
+    if not theirs["observableId"].isin(problem.observables).all():
+        # Isensee's table is of the problem flattened by petab (observables per override)
+        theirs = petab.core.unflatten_simulation_df(theirs, problem.petab_problem)
+    theirs = _keyed(theirs)
+    ours = _keyed(problem.simulate())
+    merged = ours.merge(
+        theirs, on=[*KEYS, "rank"], suffixes=("_ours", "_theirs"), validate="one_to_one"
+    )
+    assert len(merged) == len(ours) == len(theirs)
+    # relative 1e-4; the absolute 1e-10 is for values near zero (Beer has 28 of about
+    # 1e-9, where the table's own error is 1e-12: ours do not move at rtol 1e-12)
+    np.testing.assert_allclose(
+        merged["simulation_ours"], merged["simulation_theirs"], rtol=1e-4, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("name", ["Boehm_JProteomeRes2014", "Brannmark_JBC2010"])
+def test_gradient_against_central_differences_and_between_routes(name):
+    # away from the optimum (the nominal values), where the gradient is not near zero
+    problem = load(name)
+    x = problem.x_nominal + 0.05 * np.sin(np.arange(len(problem.parameters)))
+    gradients = {}
+    for route in ("forward", "discrete_adjoint"):
+        routed = PetabProblem.from_yaml(problem_yaml(name), sensitivity=route)
+        gradients[route] = routed.log_likelihood_gradient(x)
+    h = 1e-4
+    central = np.array(
+        [
+            (problem.log_likelihood(x + h * e) - problem.log_likelihood(x - h * e)) / (2 * h)
+            for e in np.eye(len(x))
+        ]
+    )
+    scale = np.max(np.abs(central))
+    for route, gradient in gradients.items():
+        np.testing.assert_allclose(gradient, central, rtol=1e-3, atol=1e-4 * scale, err_msg=route)
+    np.testing.assert_allclose(
+        gradients["discrete_adjoint"], gradients["forward"], rtol=1e-4, atol=1e-5 * scale
+    )

@@ -1,0 +1,189 @@
+"""PetabProblem on a problem with a closed-form solution: every feature the benchmark
+collection does not exercise, log-likelihood, gradients on every route, errors."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from petab.v1.calculate import calculate_single_llh
+
+from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError
+from tests.petab.turnover import (
+    TURNOVER_PARAMETERS,
+    turnover_observables,
+    turnover_sbml,
+    write_turnover_problem,
+)
+
+TRANSFORMATION = {
+    "obs_log10": "log10",
+    "obs_laplace": "lin",
+    "obs_log_laplace": "log10",
+    "obs_log_b": "log",
+}
+DISTRIBUTION = {"obs_laplace": "laplace", "obs_log_laplace": "laplace"}
+
+
+@pytest.fixture(scope="module")
+def turnover_yaml(tmp_path_factory):
+    return write_turnover_problem(tmp_path_factory.mktemp("turnover"))
+
+
+@pytest.fixture(scope="module")
+def turnover(turnover_yaml):
+    return PetabProblem.from_yaml(turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12)
+
+
+def _expected_llh(problem, x) -> float:
+    theta = dict(zip(problem.parameters.ids, problem.parameters.unscale(x)))
+    measurements = problem.petab_problem.measurement_df
+    h, sigma = turnover_observables(measurements, theta)
+    return sum(
+        calculate_single_llh(m, hi, TRANSFORMATION[o], DISTRIBUTION.get(o, "normal"), si)
+        for m, hi, si, o in zip(measurements["measurement"], h, sigma, measurements["observableId"])
+    )
+
+
+def test_structure(turnover):
+    assert turnover.parameters.ids == tuple(k for k, v in TURNOVER_PARAMETERS.items() if v[4])
+    labels = [e.label for e in turnover.experiments]
+    assert labels == ["set", "stim", "pre -> stim", "pre -> stim_set"]  # plain ones first
+    # u, k and the model parameters b, c, d vary or are estimated; A's initial value is set
+    # by a condition: it gets a parameter
+    assert turnover.system.params == ["u", "k", "b", "c", "d", "A_initial_value"]
+    assert turnover.system.states == ["A"]
+    assert "turnover" in repr(turnover)
+
+
+def test_simulation_equals_the_closed_form(turnover):
+    simulated = turnover.simulate()
+    theta = dict(zip(turnover.parameters.ids, turnover.parameters.unscale(None)))
+    h, sigma = turnover_observables(turnover.petab_problem.measurement_df, theta)
+    np.testing.assert_allclose(simulated["simulation"], h, rtol=1e-7)
+    np.testing.assert_allclose(simulated["noise"], sigma, rtol=1e-7)  # one uses h
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.15])
+def test_log_likelihood_equals_petabs_definition(turnover, shift):
+    x = turnover.x_nominal + shift * np.linspace(-1, 1, len(turnover.parameters))
+    expected = _expected_llh(turnover, x)
+    assert turnover.log_likelihood(x) == pytest.approx(expected, rel=1e-8, abs=1e-6)
+
+
+def test_gradient_against_central_differences(turnover):
+    x = turnover.x_nominal + 0.1 * np.linspace(-1, 1, len(turnover.parameters))
+    value, gradient = turnover.log_likelihood_and_gradient(x)
+    assert value == pytest.approx(turnover.log_likelihood(x), abs=1e-7)
+    h = 1e-5
+    central = np.array(
+        [
+            (_expected_llh(turnover, x + h * e) - _expected_llh(turnover, x - h * e)) / (2 * h)
+            for e in np.eye(len(x))
+        ]
+    )
+    np.testing.assert_allclose(gradient, central, rtol=1e-5, atol=1e-5)
+
+
+def test_routes_agree(turnover_yaml):
+    gradients = {}
+    for route in ("forward", "adjoint", "discrete_adjoint"):
+        problem = PetabProblem.from_yaml(
+            turnover_yaml,
+            sensitivity=route,
+            relative_tolerance=1e-10,
+            absolute_tolerance=1e-12,
+        )
+        assert problem.gradient_route == route
+        x = problem.x_nominal + 0.05
+        gradients[route] = problem.log_likelihood_gradient(x)
+    np.testing.assert_allclose(gradients["adjoint"], gradients["forward"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        gradients["discrete_adjoint"], gradients["forward"], rtol=1e-5, atol=1e-6
+    )
+
+
+def test_x_is_checked(turnover):
+    with pytest.raises(ValueError, match=r"x must have shape \(9,\)"):
+        turnover.log_likelihood(np.zeros(3))
+
+
+def test_options_are_checked(turnover_yaml):
+    with pytest.raises(ValueError, match="sensitivity must be one of"):
+        PetabProblem.from_yaml(turnover_yaml, sensitivity="pbs")
+    with pytest.raises(TypeError, match="unknown solver option"):
+        PetabProblem.from_yaml(turnover_yaml).build_model(tolerance=1.0)
+    with pytest.raises(FileNotFoundError, match="no PEtab problem file"):
+        PetabProblem.from_yaml(turnover_yaml.parent / "missing.yaml")
+
+
+def _edited(turnover_yaml, tmp_path, table: str, edit) -> str:
+    """A copy of the turnover problem with one table changed by ``edit(df)``."""
+    folder = tmp_path / "edited"
+    yaml = write_turnover_problem(folder)
+    path = folder / table
+    df = pd.read_csv(path, sep="\t")
+    edit(df)
+    df.to_csv(path, sep="\t", index=False)
+    return yaml
+
+
+def test_unsupported_noise_distribution_is_named(turnover_yaml, tmp_path):
+    def edit(df):
+        df.loc[0, "noiseDistribution"] = "cauchy"
+
+    with pytest.raises(PetabUnsupportedError, match="noiseDistribution 'cauchy'"):
+        PetabProblem.from_yaml(_edited(turnover_yaml, tmp_path, "observables.tsv", edit))
+
+
+def test_unknown_name_in_a_formula_is_named(turnover_yaml, tmp_path):
+    def edit(df):
+        df.loc[1, "observableFormula"] = "A + unknown_thing"
+
+    with pytest.raises(PetabError, match="'unknown_thing' is neither"):
+        PetabProblem.from_yaml(_edited(turnover_yaml, tmp_path, "observables.tsv", edit))
+
+
+def test_wrong_number_of_overrides_is_named(turnover_yaml, tmp_path):
+    def edit(df):
+        df.loc[0, "observableParameters"] = "scale;2.0"
+
+    with pytest.raises(PetabError, match=r"row 0 \(obs_log10\), observableParameters: 2 value"):
+        PetabProblem.from_yaml(_edited(turnover_yaml, tmp_path, "measurements.tsv", edit))
+
+
+def test_compartment_in_the_condition_table_is_refused(turnover_yaml, tmp_path):
+    def edit(df):
+        df["cell"] = [1.0, 1.0, 2.0, 1.0]
+
+    with pytest.raises(PetabUnsupportedError, match="'cell' sets the size of a compartment"):
+        PetabProblem.from_yaml(_edited(turnover_yaml, tmp_path, "conditions.tsv", edit))
+
+
+def test_events_in_the_sbml_model_are_refused(tmp_path):
+    event = {"id": "dose", "trigger": "time > 1", "assignments": {"A": "A + 1"}}
+    yaml = write_turnover_problem(tmp_path / "events", turnover_sbml(events=[event]))
+    with pytest.raises(PetabUnsupportedError, match="the SBML model has events"):
+        PetabProblem.from_yaml(yaml)
+
+
+def test_time_switch_in_the_model(tmp_path):
+    # production switched on at t_on: A(t) = u/k (1 - exp(-k (t - t_on))) after t_on, from
+    # A = 0; at AMICI's tolerances (atol 1e-16) this only integrates because the switch is
+    # an event
+    sbml = turnover_sbml(
+        a0=0.0, production="piecewise(0, time < t_on, u)", parameters={"t_on": 0.75}
+    )
+    yaml = write_turnover_problem(tmp_path / "switch", sbml)
+    problem = PetabProblem.from_yaml(yaml)
+    assert [str(s.condition) for s in problem.simulation.switches] == ["t < 0.75"]
+    simulated = problem.simulate()
+    row = (simulated["simulationConditionId"] == "stim") & (
+        simulated["observableId"] == "obs_log_b"
+    )
+    theta = dict(zip(problem.parameters.ids, problem.parameters.unscale(None)))
+    t = simulated.loc[row, "time"].to_numpy()
+    k, u = theta["k"], theta["u_stim"]
+    a = np.where(t > 0.75, u / k * (1 - np.exp(-k * (t - 0.75))), 0.0)
+    expected = a * math.exp(theta["b"] * theta["c"]) + 0.4 * theta["d"]
+    np.testing.assert_allclose(simulated.loc[row, "simulation"], expected, rtol=1e-7)

@@ -1,0 +1,124 @@
+"""NUMBA-mode graphs with ODE Ops go into PyTensor's on-disk cache (a warm compile loads them).
+
+Two fresh processes compile the same model's log-density and gradient in NUMBA mode: the
+second loads the graph's machine code (numba compiles no graph function), evaluates the
+same numbers as the first and as PyTensor's Python implementation, and reports a solver
+failure with its name, through the failure callback that the cached code calls by its
+linker symbol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import json
+import numpy as np
+import pymc as pm
+from numba.core import event
+from pytensor.compile.mode import Mode
+
+import pymc_odesens
+from pymc_odesens import OdeSystem, ode_solution
+
+compiled = []
+
+
+class Compiles(event.Listener):
+    def on_start(self, e):
+        pass
+
+    def on_end(self, e):
+        compiled.append(e.data["dispatcher"].py_func.__qualname__)
+
+
+event.register("numba:compile", Compiles())
+
+
+def rhs(t, y, p):
+    return [p.a * y[0] - p.b * y[0] * y[1], p.b * y[0] * y[1] - p.c * y[1]]
+
+
+system = OdeSystem(rhs, states=["prey", "predator"], params=["a", "b", "c"], name="lv_cache")
+with pm.Model() as model:
+    k = pm.LogNormal("k", 0.0, 0.5, shape=3)
+    y = ode_solution(
+        system, [1.0, 1.0], np.linspace(1.0, 5.0, 9), k, method="rk45", max_num_steps=200
+    )
+    pm.Normal("obs", y, 0.1, observed=np.ones((9, 2)))
+points = [np.zeros(3), np.array([0.3, -0.2, 0.1]), np.full(3, 6.0)]  # the last one fails
+numba_mode = model.logp_dlogp_function(ravel_inputs=True, mode="NUMBA")
+python_mode = model.logp_dlogp_function(ravel_inputs=True, mode=Mode(linker="py"))
+for f in (numba_mode, python_mode):
+    f.set_extra_values({})
+out = {"compiled": compiled}
+out["numba"] = [[float(v) for v in (f[0], *f[1])] for f in map(numba_mode, points)]
+out["failures"] = pymc_odesens.failure_counts()
+out["python"] = [[float(v) for v in (f[0], *f[1])] for f in map(python_mode, points)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _run_child() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def test_a_second_process_loads_the_compiled_graph():
+    first = _run_child()  # compiles the graph, or loads it if an earlier run cached it
+    second = _run_child()
+    assert "numba_funcified_fgraph" not in second["compiled"], second["compiled"]
+    for run in (first, second):
+        numba_values, python_values = np.array(run["numba"]), np.array(run["python"])
+        assert np.isneginf(numba_values[2, 0]) and np.isneginf(python_values[2, 0])
+        np.testing.assert_allclose(numba_values[:2], python_values[:2], rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(numba_values[2, 1:], 0.0)  # rejected: zero gradient
+        assert run["failures"] == {"MaxNumStepsError": 1}
+    np.testing.assert_array_equal(first["numba"], second["numba"])
+
+
+def test_cache_keys_follow_what_the_compiled_code_bakes_in():
+    pytest.importorskip("pymc")
+    from pytensor.link.numba.dispatch.basic import numba_funcify
+
+    from pymc_odesens import OdeSystem, ode_solution
+    from pymc_odesens.pymc.numba_cache import op_cache_key
+
+    def rhs(t, y, p):
+        return [-p.k * y[0], p.k * y[0]]
+
+    def key_of(system, times, **controls):
+        y = ode_solution(system, [1.0, 0.0], times, [0.5], method="rk45", **controls)
+        op = y.owner.inputs[0].owner.op  # y[0] of the Op's (E, T, N) output
+        return op_cache_key(op, numba_funcify(op))
+
+    system = OdeSystem(rhs, states=["a", "b"], params=["k"], name="decay_key")
+    same = OdeSystem(rhs, states=["a", "b"], params=["k"], name="decay_key")
+    other = OdeSystem(
+        lambda t, y, p: [-p.k * y[0], 2 * p.k * y[0]],
+        states=["a", "b"],
+        params=["k"],
+        name="decay_key",
+    )
+    times = np.linspace(1.0, 2.0, 3)
+    key = key_of(system, times)
+    assert key is not None and key.startswith("pymc_odesens_")
+    assert key_of(same, times) == key  # equal content, other objects: the same key
+    assert key_of(system, times + 1.0) != key
+    assert key_of(system, times, relative_tolerance=1e-8) != key
+    assert key_of(other, times) != key
