@@ -1,6 +1,8 @@
 """Cost of steady states (issue "steady states"): routes, sensitivities, the PyMC Ops.
 
 Run:  python benchmarks/bench_steady_state.py  (about 30 s; writes results/bench_steady_state.json)
+      python benchmarks/bench_steady_state.py --network 500
+            (only the sparse vs dense comparison below; results/bench_steady_state_network.json)
 
 On the 4-state receptor/substrate pathway of ``docs/steady_state.md`` (two conservation laws),
 at the default tolerances (1e-10 / 1e-10), medians of warm calls:
@@ -11,6 +13,13 @@ at the default tolerances (1e-10 / 1e-10), medians of warm calls:
 2. a log-density and its gradient (forward route, 21 output times) with and without
    pre-equilibration, in FAST_RUN and NUMBA mode;
 3. finding the conservation laws of a synthetic mass-action network of 400 states.
+
+With ``--network N``: ``steady_state`` of the bounded mass-action network of
+``benchmarks/mass_action_network.py`` with N species (conservation laws; Newton from ``x0``
+fails, the integration fallback brings it into Newton's basin) with
+``linear_solver="sparse"`` and ``"dense"``: the first call (the pattern's analysis and the
+kernels loaded), then medians of warm calls with and without the implicit sensitivities,
+and the adjoint ``vjp``; the results of the two paths are compared.
 
 The comparison with AMICI's pre-equilibration (Brannmark_JBC2010) needs the SBML importer and
 is not part of this script yet.
@@ -65,6 +74,71 @@ def network_system(n_states: int):
         return out
 
     return OdeSystem(rhs, n_states, 3 * modules, name=f"network_{n_states}")
+
+
+def network_comparison(n_species: int) -> None:
+    """``steady_state`` of a bounded mass-action network, sparse vs dense (``--network``)."""
+    from mass_action_network import mass_action_network
+
+    from pymc_odesens import steady_state
+
+    started = time.perf_counter()
+    load_start = common.report_load("at start")
+    system = mass_action_network(n_species, bounded=True)
+    progress(f"{system.name}: {system.conservation_laws.n_laws} conservation laws")
+    y0, p = system.x0, system.p_nominal
+    rows, data, results = [], {"n_species": n_species}, {}
+    w = np.random.default_rng(0).normal(size=n_species)
+    for kind in ("sparse", "dense"):
+        start = time.perf_counter()
+        result = steady_state(system, y0, p, linear_solver=kind)
+        first_s = time.perf_counter() - start
+        full = common.time_call(
+            lambda k=kind: steady_state(system, y0, p, linear_solver=k), repeats=5
+        )
+        bare = common.time_call(
+            lambda k=kind: steady_state(system, y0, p, linear_solver=k, sensitivity="none"),
+            repeats=5,
+        )
+        vjp = common.time_call(lambda r=result: r.vjp(w), repeats=20)
+        results[kind] = result
+        rows.append(
+            [
+                kind,
+                result.route,
+                result.stats["n_newton_iterations"],
+                result.stats["n_integration_steps"],
+                f"{first_s:.2f}",
+                fmt_ms(full["median_ms"]),
+                fmt_ms(bare["median_ms"]),
+                fmt_ms(vjp["median_ms"]),
+            ]
+        )
+        data[kind] = {
+            "first_call_s": first_s,
+            "median_ms": full["median_ms"],
+            "no_sensitivities_median_ms": bare["median_ms"],
+            "vjp_median_ms": vjp["median_ms"],
+            "stats": result.stats,
+        }
+    sparse, dense = results["sparse"], results["dense"]
+    data["max_relative_difference"] = {
+        name: float(np.abs(a - b).max() / np.abs(b).max())
+        for name, a, b in (
+            ("y", sparse.y, dense.y),
+            ("S", sparse.S, dense.S),
+            ("S_y0", sparse.S_y0, dense.S_y0),
+        )
+    }
+    for key in ("median_ms", "no_sensitivities_median_ms", "vjp_median_ms"):
+        data[f"dense_over_sparse_{key}"] = data["dense"][key] / data["sparse"][key]
+    print_table(
+        ["linear_solver", "route", "Newton its", "steps", "first s", "S, S_y0", "none", "vjp"],
+        rows,
+        title=f"steady_state of {system.name}",
+    )
+    progress(f"sparse vs dense, largest relative differences: {data['max_relative_difference']}")
+    common.finish_run("bench_steady_state_network", data, [], load_start, started)
 
 
 def main() -> None:
@@ -142,4 +216,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--network", type=int, default=0, help="only: sparse vs dense on an N-species network"
+    )
+    arguments = parser.parse_args()
+    if arguments.network:
+        network_comparison(arguments.network)
+    else:
+        main()

@@ -21,8 +21,12 @@ Structure (``M = (N - 1) // 3`` phosphorylation modules, module ``m`` with speci
 - the ``N - 1 - 3 M`` remaining species are reporters ``Z<j>``, produced by an active form
   and degraded (``Sp<q> -> Sp<q> + Z<j>``, ``Z<j> ->``).
 
-Every reaction conserves or dissipates mass, so trajectories stay bounded and non-negative;
-binding is fast against catalysis and dephosphorylation, which makes the system mildly
+Trajectories stay non-negative. A rate constant that no reaction drew gets a reaction of
+its role; for a synthesis constant that is ``-> S<m>`` alone, which nothing may balance, so
+that species can grow without bound and the network need not have a steady state.
+``bounded=True`` pairs such a synthesis with a degradation of the same species: those
+networks (another name, other draws) have steady states, for the steady-state tests and
+benchmarks. Binding is fast against catalysis and dephosphorylation, which makes the system mildly
 stiff, as signalling models are.
 
 ``network_spec(n)`` is the model in the neutral JSON format of ``shared/models`` (what the
@@ -88,7 +92,7 @@ def _module_species(n_species: int) -> tuple[list[str], int]:
 
 
 def network_reactions(
-    n_species: int, seed: int = DEFAULT_SEED
+    n_species: int, seed: int = DEFAULT_SEED, bounded: bool = False
 ) -> tuple[list[str], list[str], list[Reaction], np.ndarray, np.ndarray]:
     """``(species, parameters, reactions, x0, p_nominal)`` of the network with ``n_species``.
 
@@ -99,6 +103,10 @@ def network_reactions(
     seed : int
         Seed of numpy's ``default_rng``: cross-talk, turnover, reporters and the
         assignment and values of the rate constants.
+    bounded : bool
+        Give every synthesis reaction a degradation of the same species, so that the
+        network has a steady state (the members of the benchmark family, ``False``, may
+        synthesise a species that nothing removes: their trajectories grow without bound).
     """
     names, modules = _module_species(n_species)
     rng = np.random.default_rng(seed)
@@ -160,6 +168,8 @@ def network_reactions(
             pair = ((sp_,), (s,))
         elif role == "syn":
             pair = ((), (s,))
+            if bounded:
+                add((s,), (), "deg")
         else:
             pair = ((sp_,), ())
         reactions.append(
@@ -191,14 +201,21 @@ def _rhs_strings(names, params, reactions) -> list[str]:
     return out
 
 
-def network_spec(n_species: int, seed: int = DEFAULT_SEED, t_end: float = 100.0) -> dict:
+def _network_name(n_species: int, seed: int, bounded: bool) -> str:
+    return f"mass_action_{n_species}_seed{seed}" + ("_bounded" if bounded else "")
+
+
+def network_spec(
+    n_species: int, seed: int = DEFAULT_SEED, t_end: float = 100.0, bounded: bool = False
+) -> dict:
     """The network in the neutral JSON model format of ``shared/models``.
 
-    The name carries ``n_species`` and ``seed``, so kernels and AMICI builds cache per member.
+    The name carries ``n_species``, ``seed`` and ``bounded``, so kernels and AMICI builds
+    cache per member.
     """
-    names, params, reactions, x0, p_nominal = network_reactions(n_species, seed)
+    names, params, reactions, x0, p_nominal = network_reactions(n_species, seed, bounded)
     return {
-        "name": f"mass_action_{n_species}_seed{seed}",
+        "name": _network_name(n_species, seed, bounded),
         "source": "benchmarks/mass_action_network.py (synthetic mass-action signalling network)",
         "states": names,
         "parameters": params,
@@ -211,7 +228,9 @@ def network_spec(n_species: int, seed: int = DEFAULT_SEED, t_end: float = 100.0)
     }
 
 
-def mass_action_network(n_species: int, seed: int = DEFAULT_SEED, t_end: float = 100.0):
+def mass_action_network(
+    n_species: int, seed: int = DEFAULT_SEED, t_end: float = 100.0, bounded: bool = False
+):
     """The :class:`pymc_odesens.OdeSystem` of the network, with ``x0``, ``p_nominal``,
     ``t0`` and ``t_end`` set.
 
@@ -222,7 +241,7 @@ def mass_action_network(n_species: int, seed: int = DEFAULT_SEED, t_end: float =
 
     from pymc_odesens import OdeSystem
 
-    names, params, reactions, x0, p_nominal = network_reactions(n_species, seed)
+    names, params, reactions, x0, p_nominal = network_reactions(n_species, seed, bounded)
     from pymc_odesens.model.internal_symbols import time_symbol
     from pymc_odesens.model.symbol_vector import make_symbols
 
@@ -236,7 +255,7 @@ def mass_action_network(n_species: int, seed: int = DEFAULT_SEED, t_end: float =
             terms[i].append(rate)
     rhs = [sp.Add(*t_i) for t_i in terms]
     system = OdeSystem.from_expressions(
-        rhs, t, list(y), list(k), name=f"mass_action_{n_species}_seed{seed}"
+        rhs, t, list(y), list(k), name=_network_name(n_species, seed, bounded)
     )
     system.x0 = x0
     system.p_nominal = p_nominal

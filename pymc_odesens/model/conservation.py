@@ -245,7 +245,8 @@ def _jacobian_left_null(jacobian: sp.Matrix, t, states, params, seed: int = 0) -
             block[i, j] = v
         blocks.append(block)
     stacked = np.hstack(blocks)
-    u, s, _ = np.linalg.svd(stacked, full_matrices=True)
+    # U is N x N either way (N <= 3N); the 3N x 3N right factor is not needed
+    u, s, _ = np.linalg.svd(stacked, full_matrices=False)
     scale = s[0] if s.size and s[0] > 0 else 1.0
     rank = int(np.sum(s > _NULL_RELATIVE_TOLERANCE * scale))
     return u[:, rank:].T.copy()

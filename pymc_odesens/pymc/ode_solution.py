@@ -34,7 +34,7 @@ from pymc_odesens.solvers.controls import METHODS, validate_times
 __all__ = ["ode_solution", "choose_sensitivity_route", "SENSITIVITY_ROUTES"]
 
 SENSITIVITY_ROUTES = ("auto", "forward", "adjoint", "pbs", "pbsr", "exp", "none")
-_SIMPLE_CONTROLS = ("relative_tolerance", "absolute_tolerance", "max_num_steps")
+_SIMPLE_CONTROLS = ("relative_tolerance", "absolute_tolerance", "max_num_steps", "linear_solver")
 
 
 def choose_sensitivity_route(n_states: int, n_params: int, n_times: int) -> str:
@@ -163,8 +163,9 @@ def _route_controls(route: str, method: str, controls: dict) -> dict:
         mapped["absolute_tolerance_backward"] = atol
         if np.ndim(atol) == 0:
             mapped["absolute_tolerance_quadrature"] = atol
-    if controls.get("max_num_steps") is not None:
-        mapped["max_num_steps"] = controls["max_num_steps"]
+    for name in ("max_num_steps", "linear_solver"):
+        if controls.get(name) is not None:
+            mapped[name] = controls[name]
     mapped.update({k: v for k, v in controls.items() if k in adjoint_names})
     return mapped
 
@@ -283,7 +284,8 @@ def ode_solution(
         defaults).
     **controls
         ``relative_tolerance``, ``absolute_tolerance``, ``max_num_steps``
-        (Stan's defaults per method); with ``sensitivity="adjoint"`` also
+        (Stan's defaults per method), ``linear_solver`` (``bdf``'s and ``adams``' Newton
+        matrices, docs/solvers.md); with ``sensitivity="adjoint"`` also
         every control of :func:`pymc_odesens.adjoint_gradient` (the simple
         names then set all phases).
 

@@ -35,9 +35,9 @@ def find_steady_state_entry(
     max_num_steps,
     max_time,
     nonnegative,
-    lu,
-    pivots,
-    scales,
+    structure,
+    source,
+    newton,
     stats,
     info,
 ):
@@ -59,16 +59,20 @@ def find_steady_state_entry(
         max_num_steps,
         max_time,
         nonnegative,
-        lu,
-        pivots,
-        scales,
+        structure,
+        source,
+        newton,
         stats,
         info,
     )
 
 
 @cfunc(STEADY_STATE_VJP_SIGNATURE, cache=True)
-def steady_state_vjp_entry(jac, vjp_p, t, y, p, cons, dependent, cotangent, grad_p, grad_y0):
+def steady_state_vjp_entry(
+    jac, vjp_p, t, y, p, cons, dependent, structure, source, n_jac, cotangent, grad_p, grad_y0
+):
     """:func:`pymc_odesens.sensitivity.steady_state_implicit.steady_state_vjp` behind a C
     address."""
-    return steady_state_vjp(jac, vjp_p, t, y, p, cons, dependent, cotangent, grad_p, grad_y0)
+    return steady_state_vjp(
+        jac, vjp_p, t, y, p, cons, dependent, structure, source, n_jac, cotangent, grad_p, grad_y0
+    )

@@ -122,13 +122,16 @@ def steady_state_vjps(spec: SteadyStateSpec, y0, params, y, t, failed, cotangent
             continue
         p_kernel = _p_kernel(params, e)
         entry(
-            kernels.jac_y,
+            kernels.jac_y_values,
             kernels.vjp_p,
             float(t[e]),
             np.ascontiguousarray(y[e], dtype=np.float64),
             p_kernel,
             problem.cons,
             problem.dependent,
+            problem.structure,
+            problem.source,
+            problem.n_jac,
             np.ascontiguousarray(cotangent[e], dtype=np.float64),
             grad_p[e],
             grad_y0[e],

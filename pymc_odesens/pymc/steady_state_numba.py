@@ -66,8 +66,9 @@ def _funcify_steady_state(op, node=None, **kwargs):
     spec = op.spec
     problem, kernels, init_state, _, key = _setup(spec)
     n, n_e = spec.system.n_states, spec.n_experiments
-    rhs, jac = kernels.rhs, kernels.jac_y
+    rhs, jac = kernels.rhs, kernels.jac_y_values
     cons, dependent, rtol, atol = problem.cons, problem.dependent, problem.rtol, problem.atol
+    structure, source, newton = problem.structure, problem.source, problem.newton
     c = spec.controls
     mode, iterations, steps, max_time = (
         problem.mode,
@@ -87,9 +88,6 @@ def _funcify_steady_state(op, node=None, **kwargs):
         t = np.full(n_e, t0)
         failed = np.zeros(n_e, dtype=np.int8)
         z = np.zeros(n)
-        lu = np.zeros((n, n))
-        pivots = np.zeros(n, dtype=np.int64)
-        scales = np.zeros(2 * n + 1)
         stats = np.zeros(len(ss.STAT_NAMES), dtype=np.int64)
         info = np.zeros(ss.INFO_SIZE)
         unused = np.zeros(1)
@@ -100,6 +98,7 @@ def _funcify_steady_state(op, node=None, **kwargs):
             rtol.copy(),
             (atol.copy()),
         )
+        structure_w, source_w, newton_w = structure.copy(), source.copy(), newton.copy()
         for e in range(n_e):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             if from_system:
@@ -125,9 +124,9 @@ def _funcify_steady_state(op, node=None, **kwargs):
                 steps,
                 max_time,
                 nonnegative,
-                lu,
-                pivots,
-                scales,
+                structure_w,
+                source_w,
+                newton_w,
                 stats,
                 info,
             )
@@ -163,8 +162,9 @@ def _funcify_steady_state_vjp(op, node=None, **kwargs):
     spec = op.spec
     problem, kernels, _, init_jac, _ = _setup(spec)
     n, p, n_e = spec.system.n_states, spec.system.n_params, spec.n_experiments
-    jac, vjp_p = kernels.jac_y, kernels.vjp_p
+    jac, vjp_p = kernels.jac_y_values, kernels.vjp_p
     cons, dependent = problem.cons, problem.dependent
+    structure, source, n_jac = problem.structure, problem.source, problem.n_jac
     t0, from_system = spec.t0, spec.y0_from_system
 
     @numba.njit
@@ -174,6 +174,7 @@ def _funcify_steady_state_vjp(op, node=None, **kwargs):
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
         cons_w, dependent_w = cons.copy(), dependent.copy()
+        structure_w, source_w = structure.copy(), source.copy()
         for e in range(n_e):
             if failed[e]:
                 continue
@@ -186,6 +187,9 @@ def _funcify_steady_state_vjp(op, node=None, **kwargs):
                 pe,
                 cons_w,
                 dependent_w,
+                structure_w,
+                source_w,
+                n_jac,
                 np.ascontiguousarray(cotangent[e]),
                 grad_p[e],
                 grad_y0[e],

@@ -80,7 +80,10 @@ def solve_sensitivity(
         the Jacobians at both ends). Only valid with these methods.
     linear_solver : {"auto", "dense", "sparse"}
         Factorisation of the Newton matrices of ``bdf`` and ``adams`` (see
-        :func:`pymc_odesens.solve`); the sensitivity columns share the state's.
+        :func:`pymc_odesens.solve`); the sensitivity columns share the state's. With
+        ``"pbs"``, ``"pbsr"`` and ``"exp"`` it applies to the state's solve only: their
+        march works with dense ``N x N`` Jacobians and matrix exponentials whatever it
+        says (docs/solvers.md, "Linear solver").
 
     Returns
     -------

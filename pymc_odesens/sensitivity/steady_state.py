@@ -121,6 +121,7 @@ class SteadyStateResult:
             p_kernel,
             problem.cons,
             problem.dependent,
+            problem.structure,
             *factors,
             w,
             grad_p,
@@ -145,6 +146,7 @@ def steady_state(
     max_num_steps: int | None = None,
     max_time: float | None = None,
     nonnegative: bool = False,
+    linear_solver: str = "auto",
 ) -> SteadyStateResult:
     """The steady state ``y*`` reached from ``y0`` (``f(t, y*, p) = 0``) and its sensitivities.
 
@@ -185,6 +187,11 @@ def steady_state(
     nonnegative : bool
         Reject Newton iterates with a state below ``-absolute_tolerance`` (damping instead),
         so that Newton cannot converge to a root with negative concentrations.
+    linear_solver : {"auto", "dense", "sparse"}
+        How the bordered Jacobian (Newton, the sensitivities and their adjoint) and the
+        integration's Newton matrices are factorised: dense LU, or sparse LU on the
+        pattern analysed once per system (no ``N x N`` array); ``"auto"`` chooses by
+        size, density and fill as the integrators do (docs/solvers.md).
 
     Returns
     -------
@@ -218,6 +225,7 @@ def steady_state(
         max_num_steps,
         max_time,
         nonnegative,
+        linear_solver,
     )
     if sensitivity == "integration" and method == "newton":
         raise ValueError("sensitivity='integration' integrates: use method 'auto' or 'integration'")
@@ -263,6 +271,7 @@ def steady_state(
 
         rows_p = np.zeros((n_p, n))
         rows_y0 = np.zeros((n, n))
+        factors = problem.factor(run.t, y_star, p_kernel)
         implicit_sensitivities(
             kernels.jac_p,
             run.t,
@@ -270,7 +279,8 @@ def steady_state(
             p_kernel,
             problem.cons,
             problem.dependent,
-            *run.factors,
+            problem.structure,
+            *factors,
             rows_p,
             rows_y0,
         )
@@ -292,7 +302,5 @@ def steady_state(
         controls=controls,
         states=list(system.states),
         params=list(system.params),
-        _vjp_data=(problem, p_kernel, run.factors, initial_jac)
-        if sensitivity == "implicit"
-        else None,
+        _vjp_data=(problem, p_kernel, factors, initial_jac) if sensitivity == "implicit" else None,
     )

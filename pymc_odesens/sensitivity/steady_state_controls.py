@@ -8,7 +8,7 @@ import numpy as np
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity import steady_state_status as ss
-from pymc_odesens.solvers.controls import resolve_controls
+from pymc_odesens.solvers.controls import check_linear_solver, resolve_controls
 
 __all__ = [
     "SteadyStateControls",
@@ -41,6 +41,9 @@ class SteadyStateControls:
     max_time : float
         Longest integrated time.
     nonnegative : bool
+    linear_solver : {"auto", "dense", "sparse"}
+        The factorisations of the bordered Jacobian and of the integration's Newton
+        matrices.
     """
 
     method: str
@@ -50,6 +53,7 @@ class SteadyStateControls:
     max_num_steps: int
     max_time: float
     nonnegative: bool
+    linear_solver: str = "auto"
 
     @property
     def mode(self) -> int:
@@ -65,6 +69,7 @@ def resolve_steady_state_controls(
     max_num_steps: int | None = None,
     max_time: float | None = None,
     nonnegative: bool = False,
+    linear_solver: str = "auto",
 ) -> SteadyStateControls:
     """Fill the defaults and validate the controls (errors name the argument)."""
     if not isinstance(method, str) or method not in ss.MODES:
@@ -102,6 +107,7 @@ def resolve_steady_state_controls(
         max_num_steps=base.max_num_steps,
         max_time=horizon,
         nonnegative=bool(nonnegative),
+        linear_solver=check_linear_solver(linear_solver),
     )
 
 
@@ -124,5 +130,6 @@ STEADY_STATE_CONTROL_NAMES = (
     "max_num_steps",
     "max_time",
     "nonnegative",
+    "linear_solver",
 )
 """The keyword names of :func:`resolve_steady_state_controls`."""

@@ -12,8 +12,14 @@ C entry point) run the same machine code:
    holds; with ``"auto"`` Newton is tried again from the end of every horizon (the state
    is then usually within its basin), as AMICI retries Newton after simulating;
 3. at the steady state ``J_y`` is evaluated and the bordered Jacobian factorised: its
-   factors serve the implicit-function sensitivities and their adjoint, and its reciprocal
-   condition estimate says whether those exist.
+   reciprocal condition estimate says whether the implicit-function sensitivities exist
+   (:func:`~pymc_odesens.sensitivity.steady_state_linear.factor_steady_state_jacobian`
+   factorises it again for them).
+
+The bordered Jacobian is factorised dense or sparse as its ``structure`` says, the
+integration's Newton matrices as the integrator's ``newton`` structure says (both chosen by
+the control ``linear_solver``); the Jacobian comes as its non-zeros (``jac_y_values``), so
+no ``N x N`` array exists on the sparse path.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ from pymc_odesens.sensitivity.steady_state_linear import (
 )
 from pymc_odesens.sensitivity.steady_state_newton import damped_newton, residual_norm
 from pymc_odesens.solvers import status as st
+from pymc_odesens.solvers.newton_matrix import new_newton_factor, structure_size
 
 __all__ = ["STEADY_STATE_SIGNATURE", "find_steady_state"]
 
 STEADY_STATE_SIGNATURE = types.int64(
     types.int64,  # mode: AUTO, NEWTON or INTEGRATION
     KERNEL_TYPE,  # rhs of the vector z (the system's, or with forward sensitivities)
-    KERNEL_TYPE,  # J_y of the system
+    KERNEL_TYPE,  # J_y's non-zeros (jac_y_values) of the system
     types.float64,  # t0
     types.float64[::1],  # z: in the start, out the steady state (N, or N (1 + B))
     types.float64[::1],  # p
@@ -55,9 +62,9 @@ STEADY_STATE_SIGNATURE = types.int64(
     types.int64,  # max_num_steps (all horizons together)
     types.float64,  # max_time (integrated time)
     types.int64,  # nonnegative (1: Newton iterates may not go below -atol)
-    types.float64[:, ::1],  # out: LU factors of the bordered Jacobian at the steady state
-    types.int64[::1],  # out: pivots
-    types.float64[::1],  # out: scales (2N + 1)
+    types.int64[::1],  # structure of the bordered Jacobian (steady_state_linear)
+    types.int64[::1],  # source of its values (steady_state_linear.bordered_pattern)
+    types.int64[::1],  # Newton structure of the integration (newton_matrix)
     types.int64[::1],  # stats (steady_state_status.STAT_NAMES)
     types.float64[::1],  # info (steady_state_status.INFO_SIZE)
 )
@@ -80,9 +87,9 @@ def find_steady_state(
     max_num_steps,
     max_time,
     nonnegative,
-    lu,
-    pivots,
-    scales,
+    structure,
+    source,
+    newton,
     stats,
     info,
 ):
@@ -103,7 +110,10 @@ def find_steady_state(
     step = np.zeros(n)
     y_trial = np.zeros(n)
     y_newton = np.zeros(n)
-    jac_work = np.zeros((n, n))
+    jac_work = np.zeros(max(structure_size(newton), 1))
+    values = np.zeros(max(structure_size(structure), 1))
+    scales = np.zeros(2 * n + 1)
+    ints, floats = new_newton_factor(structure)
     unused = np.zeros(1)
     totals = np.zeros(m)
     for r in range(m):
@@ -125,7 +135,7 @@ def find_steady_state(
         if newton_allowed and (mode == ss.AUTO or (mode == ss.NEWTON and horizons == 0)):
             y_newton[:] = z
             stats[ss.N_NEWTON_ATTEMPTS] += 1
-            outcome, newton_norm = damped_newton(
+            outcome, newton_norm, ints, floats = damped_newton(
                 rhs,
                 jac,
                 t,
@@ -138,9 +148,12 @@ def find_steady_state(
                 atol,
                 max_newton_iterations,
                 nonnegative,
+                structure,
+                source,
                 jac_work,
-                lu,
-                pivots,
+                ints,
+                floats,
+                values,
                 scales,
                 f,
                 f_trial,
@@ -164,7 +177,7 @@ def find_steady_state(
             break
         t_next = min(t + horizon, t0 + max_time)
         code = integrate_segment(
-            rhs, jac, t, t_next, z, p, rtol, atol, n, steps_left, solver_stats, solver_info
+            rhs, jac, newton, t, t_next, z, p, rtol, atol, n, steps_left, solver_stats, solver_info
         )
         horizons += 1
         info[ss.INFO_SOLVER_STATUS] = code
@@ -196,6 +209,11 @@ def find_steady_state(
     jac(t, y_star.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
     stats[ss.N_JAC] += 1
     stats[ss.N_LU] += 1
-    if factor_bordered_jacobian(jac_work, cons, dependent, lu, pivots, scales):
-        info[ss.INFO_RCOND] = reciprocal_condition(lu, pivots, scales, f_trial[:n], step, y_trial)
+    ok, ints, floats = factor_bordered_jacobian(
+        structure, source, jac_work, cons, ints, floats, values, scales
+    )
+    if ok:
+        info[ss.INFO_RCOND] = reciprocal_condition(
+            structure, ints, floats, scales, f_trial[:n], step, y_trial, y_newton
+        )
     return ss.CONVERGED

@@ -13,7 +13,9 @@ Jacobian, already factorised):
   the generated ``lambda^T J_p`` kernel: no P x N matrix) and
   ``dL/dy0 = C^T lambda_dependent``.
 
-Without conservation laws ``A = J_y`` and ``dy*/dy0 = 0``.
+Without conservation laws ``A = J_y`` and ``dy*/dy0 = 0``. The factors are those of
+:func:`~pymc_odesens.sensitivity.steady_state_linear.factor_steady_state_jacobian`:
+``(structure, ints, floats, scales)``, dense or sparse.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.sensitivity.steady_state_linear import (
-    factor_bordered_jacobian,
+    factor_steady_state_jacobian,
     solve_bordered,
     solve_bordered_transpose,
 )
@@ -37,11 +39,14 @@ __all__ = [
 
 
 @njit(cache=True, nogil=True)
-def implicit_sensitivities(jac_p, t, y, p, cons, dependent, lu, pivots, scales, s_params, s_y0):
+def implicit_sensitivities(
+    jac_p, t, y, p, cons, dependent, structure, ints, floats, scales, s_params, s_y0
+):
     """``s_params[k] = dy*/dp_k`` (P, N) and ``s_y0[j] = dy*/dy0_j`` (N, N) from the factors."""
     n = y.size
     n_p = s_params.shape[0]
     unused = np.zeros(1)
+    work = np.zeros(n)
     if n_p > 0:
         jac_p(t, y.ctypes, p.ctypes, unused.ctypes, s_params.ctypes)
         for k in range(n_p):
@@ -50,7 +55,7 @@ def implicit_sensitivities(jac_p, t, y, p, cons, dependent, lu, pivots, scales, 
                 column[i] = -column[i]
             for r in range(dependent.size):
                 column[dependent[r]] = 0.0
-            solve_bordered(lu, pivots, scales, column)
+            solve_bordered(structure, ints, floats, scales, column, work)
     for j in range(s_y0.shape[0]):
         column = s_y0[j]
         for i in range(n):
@@ -59,15 +64,17 @@ def implicit_sensitivities(jac_p, t, y, p, cons, dependent, lu, pivots, scales, 
             continue
         for r in range(dependent.size):
             column[dependent[r]] = cons[r, j]
-        solve_bordered(lu, pivots, scales, column)
+        solve_bordered(structure, ints, floats, scales, column, work)
 
 
 @njit(cache=True, nogil=True)
-def implicit_vjp(vjp_p, t, y, p, cons, dependent, lu, pivots, scales, cotangent, grad_p, grad_y0):
+def implicit_vjp(
+    vjp_p, t, y, p, cons, dependent, structure, ints, floats, scales, cotangent, grad_p, grad_y0
+):
     """``grad_p = dL/dp`` (P) and ``grad_y0 = dL/dy0`` (N) for ``cotangent = dL/dy*``."""
     n = y.size
     lam = cotangent.copy()
-    solve_bordered_transpose(lu, pivots, scales, lam)
+    solve_bordered_transpose(structure, ints, floats, scales, lam, np.zeros(n))
     for j in range(n):
         grad_y0[j] = 0.0
     for r in range(dependent.size):
@@ -82,13 +89,16 @@ def implicit_vjp(vjp_p, t, y, p, cons, dependent, lu, pivots, scales, cotangent,
 
 
 STEADY_STATE_VJP_SIGNATURE = types.boolean(
-    KERNEL_TYPE,  # J_y
+    KERNEL_TYPE,  # J_y's non-zeros (jac_y_values)
     KERNEL_TYPE,  # lambda^T J_p
     types.float64,  # t at the steady state
     types.float64[::1],  # y*
     types.float64[::1],  # p
     types.float64[:, ::1],  # conservation laws C (M, N)
     types.int64[::1],  # dependent state of each law
+    types.int64[::1],  # structure of the bordered Jacobian (steady_state_linear)
+    types.int64[::1],  # source of its values
+    types.int64,  # number of J_y's non-zeros
     types.float64[::1],  # cotangent dL/dy*
     types.float64[::1],  # out: dL/dp
     types.float64[::1],  # out: dL/dy0
@@ -96,19 +106,19 @@ STEADY_STATE_VJP_SIGNATURE = types.boolean(
 
 
 @njit(STEADY_STATE_VJP_SIGNATURE, cache=True, nogil=True)
-def steady_state_vjp(jac, vjp_p, t, y, p, cons, dependent, cotangent, grad_p, grad_y0):
+def steady_state_vjp(
+    jac, vjp_p, t, y, p, cons, dependent, structure, source, n_jac, cotangent, grad_p, grad_y0
+):
     """Factorise the bordered Jacobian at ``y`` and apply :func:`implicit_vjp`.
 
     Returns False (gradients untouched) when the matrix is singular.
     """
-    n = y.size
-    jac_work = np.zeros((n, n))
-    lu = np.zeros((n, n))
-    pivots = np.zeros(n, dtype=np.int64)
-    scales = np.zeros(2 * n + 1)
-    unused = np.zeros(1)
-    jac(t, y.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
-    if not factor_bordered_jacobian(jac_work, cons, dependent, lu, pivots, scales):
+    ok, ints, floats, scales = factor_steady_state_jacobian(
+        jac, t, y, p, cons, structure, source, n_jac
+    )
+    if not ok:
         return False
-    implicit_vjp(vjp_p, t, y, p, cons, dependent, lu, pivots, scales, cotangent, grad_p, grad_y0)
+    implicit_vjp(
+        vjp_p, t, y, p, cons, dependent, structure, ints, floats, scales, cotangent, grad_p, grad_y0
+    )
     return True

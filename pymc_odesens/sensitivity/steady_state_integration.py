@@ -18,7 +18,6 @@ from numba import njit
 
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, run_multistep
-from pymc_odesens.solvers.newton_matrix import full_dense_structure
 
 __all__ = ["integrate_segment", "FIRST_HORIZON", "HORIZON_GROWTH"]
 
@@ -30,12 +29,13 @@ HORIZON_GROWTH = 10.0
 
 @njit(cache=True)
 def integrate_segment(
-    rhs, jac, t, t_next, z, p, rtol, atol, n_state, max_num_steps, solver_stats, solver_info
+    rhs, jac, newton, t, t_next, z, p, rtol, atol, n_state, max_num_steps, solver_stats, solver_info
 ):
     """Integrate ``z`` from ``t`` to ``t_next`` with ``bdf`` (``z`` updated on success).
 
-    ``jac`` is the ``jac_y`` kernel (the whole ``N x N`` Jacobian, as the steady state's
-    Newton iteration uses it): the Newton matrices of the integration are dense.
+    ``jac`` is the ``jac_y_values`` kernel and ``newton`` the integrator's Newton structure
+    (:func:`pymc_odesens.solvers.newton_matrix.newton_structure`): the Newton matrices of
+    the integration are dense or sparse as the control ``linear_solver`` chose.
 
     Returns the integrator's status (:mod:`pymc_odesens.solvers.status`).
     """
@@ -52,7 +52,7 @@ def integrate_segment(
         BDF,
         rhs,
         jac,
-        full_dense_structure(n_state),
+        newton,
         t,
         z,
         p,

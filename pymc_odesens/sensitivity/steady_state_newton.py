@@ -4,8 +4,10 @@ The residual test is CVODES' and AMICI's: the weighted RMS norm of ``f``,
 ``sqrt(mean((f_i w_i)^2))`` with ``w_i = 1 / (atol_i + rtol_i |y_i|)``, below 1. (For a
 vector of blocks, the state and its forward sensitivities, the largest norm of the blocks.)
 
-Each iteration evaluates ``J_y`` (the generated kernel), factorises the bordered Jacobian
-(:mod:`pymc_odesens.sensitivity.steady_state_linear`) and solves for the full Newton step
+Each iteration evaluates ``J_y``'s non-zeros (the generated ``jac_y_values`` kernel),
+factorises the bordered Jacobian, dense or sparse
+(:mod:`pymc_odesens.sensitivity.steady_state_linear`; a sparse factorisation reuses the
+last pivot sequence while it stays acceptable) and solves for the full Newton step
 ``dy``. A trial ``y + gamma dy`` is accepted when its residual norm is smaller than the
 current one (and, with ``nonnegative``, no state is below ``-atol``); otherwise ``gamma``
 is divided by 4 (a damping step). After an accepted trial ``gamma`` doubles, up to 1. The
@@ -65,9 +67,12 @@ def damped_newton(
     atol,
     max_iterations,
     nonnegative,
+    structure,
+    source,
     jac_work,
-    lu,
-    pivots,
+    ints,
+    floats,
+    values,
     scales,
     f,
     f_trial,
@@ -78,25 +83,33 @@ def damped_newton(
 ):
     """Damped Newton from ``y`` (updated in place to the last accepted iterate).
 
-    Returns ``(outcome, residual norm at y)`` with outcome one of
-    :mod:`~pymc_odesens.sensitivity.steady_state_status`'s ``NEWTON_*`` codes.
+    ``structure`` and ``source`` describe the bordered Jacobian
+    (:func:`~pymc_odesens.sensitivity.steady_state_linear.bordered_structure`), ``ints`` and
+    ``floats`` hold its factors, ``values`` its values; ``jac_work`` receives ``J_y``'s.
+
+    Returns ``(outcome, residual norm at y, ints, floats)`` with outcome one of
+    :mod:`~pymc_odesens.sensitivity.steady_state_status`'s ``NEWTON_*`` codes and the
+    factors' storage to use from now on.
     """
     n = y.size
     unused = np.zeros(1)
     norm = residual_norm(rhs, t, y, p, unused, rtol, atol, n, f, weights)
     stats[ss.N_RHS] += 1
     if not math.isfinite(norm):
-        return ss.NEWTON_NON_FINITE, norm
+        return ss.NEWTON_NON_FINITE, norm, ints, floats
     if norm < 1.0:
-        return ss.NEWTON_CONVERGED, norm
+        return ss.NEWTON_CONVERGED, norm, ints, floats
     gamma = 1.0
     for _ in range(max_iterations):
         jac(t, y.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
         stats[ss.N_JAC] += 1
         stats[ss.N_LU] += 1
         stats[ss.N_NEWTON_ITERATIONS] += 1
-        if not factor_bordered_jacobian(jac_work, cons, dependent, lu, pivots, scales):
-            return ss.NEWTON_SINGULAR, norm
+        ok, ints, floats = factor_bordered_jacobian(
+            structure, source, jac_work, cons, ints, floats, values, scales
+        )
+        if not ok:
+            return ss.NEWTON_SINGULAR, norm, ints, floats
         for i in range(n):
             step[i] = -f[i]
         for r in range(dependent.size):
@@ -104,7 +117,7 @@ def damped_newton(
             for j in range(n):
                 drift += cons[r, j] * y[j]
             step[dependent[r]] = -drift
-        solve_bordered(lu, pivots, scales, step)
+        solve_bordered(structure, ints, floats, scales, step, y_trial)
         while True:
             admissible = True
             for i in range(n):
@@ -127,7 +140,7 @@ def damped_newton(
             gamma *= DAMPING_DECREASE
             stats[ss.N_DAMPING_STEPS] += 1
             if gamma < MIN_DAMPING:
-                return ss.NEWTON_DAMPING_FAILED, norm
+                return ss.NEWTON_DAMPING_FAILED, norm, ints, floats
         if norm < 1.0:
-            return ss.NEWTON_CONVERGED, norm
-    return ss.NEWTON_MAX_ITERATIONS, norm
+            return ss.NEWTON_CONVERGED, norm, ints, floats
+    return ss.NEWTON_MAX_ITERATIONS, norm, ints, floats

@@ -19,10 +19,15 @@ from pymc_odesens.sensitivity.steady_state_errors import (
     SteadyStateNotReachedError,
     SteadyStateSingularError,
 )
-from pymc_odesens.sensitivity.steady_state_linear import MIN_RECIPROCAL_CONDITION
+from pymc_odesens.sensitivity.steady_state_linear import (
+    MIN_RECIPROCAL_CONDITION,
+    bordered_structure,
+    factor_steady_state_jacobian,
+)
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.compiled_entry import compiled_entry
 from pymc_odesens.solvers.errors import OdeSolverError
+from pymc_odesens.solvers.newton_matrix import newton_structure
 
 __all__ = ["SteadyStateProblem", "SteadyStateRun", "steady_state_error"]
 
@@ -41,15 +46,12 @@ class SteadyStateRun:
     info : numpy.ndarray
         :mod:`~pymc_odesens.sensitivity.steady_state_status` information slots.
     stats : numpy.ndarray of int64
-    factors : tuple
-        ``(lu, pivots, scales)`` of the bordered Jacobian at the steady state.
     """
 
     status: int
     z: np.ndarray
     info: np.ndarray
     stats: np.ndarray
-    factors: tuple
 
     @property
     def t(self) -> float:
@@ -100,6 +102,11 @@ class SteadyStateProblem:
             self.mode = controls.mode
         self.rtol = np.full(n * (1 + self.blocks), controls.relative_tolerance)
         self.atol = np.tile(controls.absolute_tolerance, 1 + self.blocks)
+        self.structure, self.source = bordered_structure(
+            self.kernels, self.cons, self.dependent, controls.linear_solver
+        )
+        self.newton = newton_structure(self.kernels, controls.linear_solver)
+        self.n_jac = int(self.kernels.jacobian_pattern[0].size)
         self._entry = compiled_entry(find_steady_state)
 
     def find(self, z0: np.ndarray, p_kernel: np.ndarray, t0: float) -> SteadyStateRun:
@@ -107,16 +114,13 @@ class SteadyStateProblem:
         integrated); ``p_kernel`` holds at least one entry."""
         n = self.system.n_states
         z = np.array(z0, dtype=np.float64)
-        lu = np.zeros((n, n))
-        pivots = np.zeros(n, dtype=np.int64)
-        scales = np.zeros(2 * n + 1)
         stats = np.zeros(len(ss.STAT_NAMES), dtype=np.int64)
         info = np.zeros(ss.INFO_SIZE)
         c = self.controls
         status = self._entry(
             self.mode,
             self.rhs,
-            self.kernels.jac_y,
+            self.kernels.jac_y_values,
             float(t0),
             z,
             p_kernel,
@@ -129,13 +133,36 @@ class SteadyStateProblem:
             c.max_num_steps,
             c.max_time,
             int(c.nonnegative),
-            lu,
-            pivots,
-            scales,
+            self.structure,
+            self.source,
+            self.newton,
             stats,
             info,
         )
-        return SteadyStateRun(int(status), z, info, stats, (lu, pivots, scales))
+        return SteadyStateRun(int(status), z, info, stats)
+
+    def factor(self, t: float, y: np.ndarray, p_kernel: np.ndarray) -> tuple:
+        """``(ints, floats, scales)``: the factors of the bordered Jacobian at ``(t, y)``
+        (for :mod:`~pymc_odesens.sensitivity.steady_state_implicit`, with
+        ``self.structure``)."""
+        ok, ints, floats, scales = factor_steady_state_jacobian(
+            self.kernels.jac_y_values,
+            float(t),
+            np.ascontiguousarray(y, dtype=np.float64),
+            p_kernel,
+            self.cons,
+            self.structure,
+            self.source,
+            self.n_jac,
+        )
+        if not ok:
+            raise SteadyStateSingularError(
+                f"the bordered Jacobian of {self.system.name!r} at its steady state is singular",
+                residual_norm=0.0,
+                t=float(t),
+                stats={},
+            )
+        return ints, floats, scales
 
     def check_regular(self, run: SteadyStateRun) -> None:
         """Mark ``run`` SINGULAR when its bordered Jacobian is (numerically) singular."""

@@ -68,15 +68,19 @@ __all__ = [
     "SPARSE_MIN_STATES",
     "choose_linear_solver",
     "dense_structure",
+    "factor_matrix",
     "factor_newton_matrix",
     "full_dense_structure",
     "new_newton_factor",
     "newton_structure",
+    "pattern_structure",
     "solve_newton",
     "solve_newton_blocks",
     "solve_newton_transpose",
     "structure_kind",
+    "structure_pattern",
     "structure_size",
+    "structure_states",
 ]
 
 DENSE = 0
@@ -202,21 +206,35 @@ def newton_structure(kernels, linear_solver: str, *, transposed: bool = False) -
 
     The sparse analysis is computed once per system and stored with its kernels.
     """
-    from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
-
     rows, cols = kernels.jacobian_pattern
     if transposed:
         rows, cols = cols, rows
+    suffix = f"newton{'_T' if transposed else ''}"
+    return pattern_structure(kernels, suffix, rows, cols, linear_solver)
+
+
+def pattern_structure(kernels, name: str, rows, cols, linear_solver: str) -> np.ndarray:
+    """The structure of ``N x N`` matrices with the structural non-zeros ``(rows, cols)``
+    (values in that order), chosen by ``linear_solver`` with the rule of
+    :func:`choose_linear_solver`.
+
+    The sparse analysis is computed once and stored with the system's ``kernels`` under
+    ``name`` (which must identify the pattern among the system's patterns); the structure
+    is also kept in memory with the kernels.
+    """
+    from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
+
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
     n = kernels.n_states
     memo = kernels.__dict__.setdefault("_newton_structures", {})
-    key = (linear_solver, transposed)
+    key = (name, linear_solver)
     structure = memo.get(key)
     if structure is not None:
         return structure
     kind = choose_linear_solver(linear_solver, n, rows.size)
     if kind == "sparse":
-        suffix = f".newton{'_T' if transposed else ''}.v{STRUCTURE_VERSION}.npy"
-        path = artefact_path(kernels.key, suffix)
+        path = artefact_path(kernels.key, f".{name}.v{STRUCTURE_VERSION}.npy")
         with GENERATION_LOCK:
             if path.exists():
                 structure = np.load(path)
@@ -238,6 +256,19 @@ def newton_structure(kernels, linear_solver: str, *, transposed: bool = False) -
 @njit(cache=True)
 def _section(structure, k):
     return structure[structure[_OFFSETS + k] : structure[_OFFSETS + k + 1]]
+
+
+@njit(cache=True)
+def structure_states(structure):
+    """The size ``N`` of the matrices of a structure."""
+    return structure[_N]
+
+
+@njit(cache=True)
+def structure_pattern(structure):
+    """``(rows, cols)`` of the entries a structure expects, in the order of their values
+    (views)."""
+    return _section(structure, _ROWS), _section(structure, _COLS)
 
 
 @njit(cache=True)
@@ -265,6 +296,20 @@ def factor_newton_matrix(structure, ints, floats, jac_values, c, stats):
     sparse factors needed more room).
     """
     stats[st.N_LU] += 1
+    return _factor(structure, ints, floats, jac_values, -c, 1.0)
+
+
+@njit(cache=True)
+def factor_matrix(structure, ints, floats, values):
+    """Factorise the matrix ``A`` whose structural non-zeros are ``values`` (in the
+    structure's order; no identity added). Returns ``(ok, ints, floats)`` as
+    :func:`factor_newton_matrix`; the solves then solve with ``A``."""
+    return _factor(structure, ints, floats, values, 1.0, 0.0)
+
+
+@njit(cache=True)
+def _factor(structure, ints, floats, values, scale, shift):
+    """Factorise ``shift I + scale M`` (``M``'s entries ``values``)."""
     n = structure[_N]
     rows = _section(structure, _ROWS)
     cols = _section(structure, _COLS)
@@ -272,9 +317,9 @@ def factor_newton_matrix(structure, ints, floats, jac_values, c, stats):
         for e in range(n * n):
             floats[e] = 0.0
         for e in range(rows.size):
-            floats[rows[e] * n + cols[e]] = -c * jac_values[e]
+            floats[rows[e] * n + cols[e]] = scale * values[e]
         for i in range(n):
-            floats[i * n + i] += 1.0
+            floats[i * n + i] += shift
         return flat_lu_factor(floats, n, ints), ints, floats
     entry = _section(structure, _ENTRY)
     diagonal = _section(structure, _DIAGONAL)
@@ -284,9 +329,9 @@ def factor_newton_matrix(structure, ints, floats, jac_values, c, stats):
     for e in range(a_val.size):
         a_val[e] = 0.0
     for e in range(entry.size):
-        a_val[entry[e]] = -c * jac_values[e]
+        a_val[entry[e]] = scale * values[e]
     for k in range(n):
-        a_val[diagonal[k]] += 1.0
+        a_val[diagonal[k]] += shift
     if sparse_factor_valid(ints):
         code = sparse_lu_refactor(a_ptr, a_idx, a_val, PIVOT_TOLERANCE, ints, floats)
         if code == FACTOR_OK:

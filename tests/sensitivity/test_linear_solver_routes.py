@@ -11,10 +11,6 @@ differences grow along the trajectory whatever the steps, and the looser bound a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import sympy as sp
@@ -23,6 +19,7 @@ import pymc_odesens as pos
 from pymc_odesens import OdeSystem
 from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.symbol_vector import make_symbols
+from tests.sensitivity.networks import mass_action_network
 
 REFERENCE_MODELS = [
     "linear2",
@@ -40,17 +37,6 @@ ADJOINT_TOLERANCES = {
     for phase in ("forward", "backward", "quadrature")
     for kind, value in (("relative", RTOL), ("absolute", ATOL))
 }
-
-
-def mass_action_network(n: int):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "mass_action_network.py"
-    module = sys.modules.get("mass_action_network")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("mass_action_network", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["mass_action_network"] = module  # its dataclasses look themselves up
-        spec.loader.exec_module(module)
-    return module.mass_action_network(n)
 
 
 def relative_difference(a, b) -> float:
