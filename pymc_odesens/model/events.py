@@ -34,6 +34,7 @@ import numpy as np
 import sympy as sp
 
 from pymc_odesens.model.derivatives import clean_derivative
+from pymc_odesens.model.expression_checks import checked_expression, refuse_non_finite
 from pymc_odesens.model.symbol_vector import SymbolVector
 from pymc_odesens.model.tracing import traced
 
@@ -51,7 +52,6 @@ DIRECTIONS = {"up": 1, "down": -1, "both": 0}
 """Crossing directions of an implicit condition and their codes: ``"up"`` from negative to
 positive, ``"down"`` from positive to negative, ``"both"`` either."""
 
-_NON_FINITE = (sp.nan, sp.zoo, sp.oo, sp.S.NegativeInfinity)
 _EVENT_CLASSES = "an ImplicitEvent, an ExplicitEvent or a TriggerEvent"
 
 
@@ -310,8 +310,7 @@ class SymbolicEvent:
 
 
 def _check_symbols(expr, label: str, allowed: set) -> None:
-    if any(expr.has(bad) for bad in _NON_FINITE):
-        raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+    refuse_non_finite(expr, label)
     if expr.has(sp.I):
         raise ValueError(f"{label} is complex: {expr}")
     unknown = expr.free_symbols - allowed
@@ -321,12 +320,7 @@ def _check_symbols(expr, label: str, allowed: set) -> None:
 
 
 def _as_expression(raw, label: str, allowed: set) -> sp.Expr:
-    try:
-        expr = sp.sympify(raw)
-    except (sp.SympifyError, TypeError) as err:
-        raise TypeError(f"{label} is not an expression: {raw!r}") from err
-    if not isinstance(expr, sp.Expr):
-        raise TypeError(f"{label} must be a scalar expression, got {expr!r}")
+    expr = checked_expression(raw, label)
     _check_symbols(expr, label, allowed)
     return expr
 

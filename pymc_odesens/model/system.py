@@ -23,13 +23,12 @@ from pymc_odesens.model.derivatives import (
 )
 from pymc_odesens.model.event_atoms import event_atoms
 from pymc_odesens.model.events import resolve_events
+from pymc_odesens.model.expression_checks import checked_expression
 from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
 from pymc_odesens.model.tracing import traced
 
 __all__ = ["OdeSystem"]
-
-_NON_FINITE = (sp.nan, sp.zoo, sp.oo, sp.S.NegativeInfinity)
 
 
 def _check_names(argument: str, names: Sequence[str]) -> list[str]:
@@ -327,14 +326,7 @@ class OdeSystem:
         cleaned = []
         for i, raw in enumerate(expressions):
             label = f"rhs[{i}] (d{self.states[i]}/dt)"
-            try:
-                expr = sp.sympify(raw)
-            except (sp.SympifyError, TypeError) as err:
-                raise TypeError(f"{label} is not an expression: {raw!r}") from err
-            if not isinstance(expr, sp.Expr):
-                raise TypeError(f"{label} must be a scalar expression, got {expr!r}")
-            if any(expr.has(bad) for bad in _NON_FINITE):
-                raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+            expr = checked_expression(raw, label)
             if expr.has(sp.I):
                 raise ValueError(f"{label} is complex: {expr}")
             unknown = expr.free_symbols - allowed
@@ -459,12 +451,7 @@ class OdeSystem:
         cleaned = []
         for i, raw in enumerate(values):
             label = f"initial_state[{i}] ({self.states[i]})"
-            try:
-                expr = sp.sympify(raw)
-            except (sp.SympifyError, TypeError) as err:
-                raise TypeError(f"{label} is not an expression: {raw!r}") from err
-            if any(expr.has(bad) for bad in _NON_FINITE):
-                raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+            expr = checked_expression(raw, label, scalar=False)
             unknown = expr.free_symbols - allowed
             if unknown:
                 names = ", ".join(sorted(str(s) for s in unknown))

@@ -17,12 +17,11 @@ import numpy as np
 import sympy as sp
 
 from pymc_odesens.model import OdeSystem, SymbolVector
+from pymc_odesens.model.expression_checks import checked_expression
 from pymc_odesens.model.expression_parser import parse_expression
 from pymc_odesens.model.tracing import traced
 
 __all__ = ["Observables", "resolve_observables"]
-
-_NON_FINITE = (sp.nan, sp.zoo, sp.oo, sp.S.NegativeInfinity)
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,8 @@ def _locals(system: OdeSystem) -> dict:
 
 def _check_expression(system: OdeSystem, label: str, raw) -> sp.Expr:
     if isinstance(raw, str):
-        expr = parse_expression(raw, _locals(system), label)
-    else:
-        try:
-            expr = sp.sympify(raw)
-        except (sp.SympifyError, TypeError) as err:
-            raise TypeError(f"{label} is not an expression: {raw!r}") from err
-    if not isinstance(expr, sp.Expr):
-        raise TypeError(f"{label} must be a scalar expression, got {expr!r}")
-    if any(expr.has(bad) for bad in _NON_FINITE):
-        raise ValueError(f"{label} contains a non-finite constant (nan or inf): {expr}")
+        raw = parse_expression(raw, _locals(system), label)
+    expr = checked_expression(raw, label)
     if expr.has(sp.I):
         raise ValueError(f"{label} is complex: {expr}")
     allowed = {system.t, *system.state_symbols, *system.param_symbols}
