@@ -44,7 +44,7 @@ def checked_expression(raw, label: str, *, scalar: bool = True) -> sp.Basic:
         expr = sp.sympify(raw)
     except (sp.SympifyError, TypeError) as err:
         raise TypeError(f"{label} is not an expression: {raw!r}") from err
-    if scalar and not isinstance(expr, sp.Expr):
+    if scalar and (not isinstance(expr, sp.Expr) or expr.is_Matrix):
         raise TypeError(f"{label} must be a scalar expression, got {expr!r}")
     refuse_non_finite(expr, label)
     return expr

@@ -17,7 +17,9 @@ def test_faults_are_refused_by_name():
     with pytest.raises(TypeError, match=r"rhs\[0\] is not an expression: <class 'object'>"):
         checked_expression(object, "rhs[0]")
     with pytest.raises(TypeError, match=r"rhs\[1\] must be a scalar expression"):
-        checked_expression(sp.Matrix([x, x]), "rhs[1]")
+        checked_expression([x, x], "rhs[1]")
+    with pytest.raises(TypeError, match=r"rhs\[1\] must be a scalar expression"):
+        checked_expression(sp.Matrix([x, x]), "rhs[1]")  # a matrix is a sympy Expr
     for bad in (sp.nan, sp.oo, -sp.oo, sp.zoo):
         with pytest.raises(ValueError, match=r"rhs\[2\] contains a non-finite constant"):
             checked_expression(x + bad, "rhs[2]")
