@@ -53,8 +53,7 @@ def _keyed(df: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("name", problem_params(SIMULATED_DATA))
 def test_simulations_match_simulated_data(name):
     path = glob.glob(str(problem_yaml(name).parent / "simulatedData_*.tsv"))
-    if not path:
-        pytest.skip(f"{name} has no simulatedData table")
+    assert len(path) == 1, f"{name}: expected one simulatedData table, found {path}"
     problem = load(name)
     theirs = petab.get_simulation_df(path[0])
     if not theirs["observableId"].isin(problem.observables).all():

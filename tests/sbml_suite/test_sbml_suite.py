@@ -32,7 +32,8 @@ ENGINE_LIMITS = {
     "(SBML queues a second execution; the event engine raises EventAccumulationError)",
 }
 """Goal cases of the sample that end in a named error of the event engine, never a wrong
-number (strict xfail: a fix shows as an unexpected pass)."""
+number. The test first asserts that the case still ends in that error, so a fix of the
+engine makes the test fail until the case is taken off this list."""
 
 
 @pytest.fixture(scope="session")
