@@ -24,6 +24,7 @@ from pymc_odesens.pymc.ops import (
     OdeDiscreteAdjointOp,
     OdeDiscreteAdjointVJPOp,
     OdeForwardOp,
+    OdePbsOp,
     OdeStatesOp,
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
@@ -36,6 +37,7 @@ from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_sta
 register_cacheable(
     OdeStatesOp,
     OdeForwardOp,
+    OdePbsOp,
     OdeAdjointOp,
     OdeAdjointVJPOp,
     OdeDiscreteAdjointOp,

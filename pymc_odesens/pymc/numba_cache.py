@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import dis
 import hashlib
 import sys
 import types as python_types
@@ -152,6 +153,25 @@ def _module_source_digest(module_name: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _source_digest_or_name(module_name: str) -> str:
+    """The source digest of a module, or its name and version for compiled modules (numpy,
+    the standard library's builtins), whose code does not change within a version."""
+    module = sys.modules.get(module_name)
+    if getattr(module, "__file__", "").endswith(".py"):
+        return _module_source_digest(module_name)
+    top = sys.modules.get(module_name.partition(".")[0])
+    return f"{module_name} {getattr(top, '__version__', sys.version)}"
+
+
+def _global_names(code: python_types.CodeType) -> list[str]:
+    """The globals a code object (and the code objects nested in it) reads, in order."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"]
+    for const in code.co_consts:
+        if isinstance(const, python_types.CodeType):
+            names += _global_names(const)
+    return list(dict.fromkeys(names))
+
+
 def _stable(value):
     """A representation of ``value`` that is equal in every process for equal contents."""
     from pymc_odesens.codegen.kernels import kernel_cache_key
@@ -221,6 +241,23 @@ class _ClosureWalk:
         for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__ or ()):
             self.add("cell", name)
             cell.cell_contents = self.value(cell.cell_contents)
+        for name in _global_names(py_func.__code__):
+            if name in py_func.__globals__:
+                self.add("global", name)
+                self.global_value(py_func.__globals__[name])
+
+    def global_value(self, value) -> None:
+        """A module-level name the function reads: numba bakes it in at compile time, so
+        the key covers its module's source (a module, a function, a class) or its value."""
+        if isinstance(value, Dispatcher):
+            self.function(value)
+        elif isinstance(value, python_types.ModuleType):
+            self.add(value.__name__, _source_digest_or_name(value.__name__))
+        elif isinstance(value, (type, python_types.FunctionType, python_types.BuiltinFunctionType)):
+            module = getattr(value, "__module__", None) or "builtins"
+            self.add(module, getattr(value, "__qualname__", ""), _source_digest_or_name(module))
+        else:  # a constant; a function pointer or anything unknown raises Uncacheable
+            self.add(_stable(value))
 
     def value(self, value):
         symbol = f"{self.prefix}_{len(self.pointers)}"

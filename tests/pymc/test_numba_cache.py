@@ -122,3 +122,122 @@ def test_cache_keys_follow_what_the_compiled_code_bakes_in():
     assert key_of(system, times + 1.0) != key
     assert key_of(system, times, relative_tolerance=1e-8) != key
     assert key_of(other, times) != key
+
+
+def _pbs_op(system, times, **settings):
+    from pymc_odesens import ode_solution
+
+    settings = {"sensitivity": "pbsr", "method": "rk45", **settings}
+    y = ode_solution(system, [1.0, 0.0], times, [0.5], on_failure="raise", **settings)
+    return y.owner.inputs[0].owner.op  # y[0] of the Op's (E, T, N) output
+
+
+def test_pbs_cache_keys_follow_every_setting():
+    """A PBS Op's key changes with each setting its compiled code bakes in: the route, the
+    solver, a control, each PBS option, the output times and the system."""
+    from pytensor.link.numba.dispatch.basic import numba_funcify
+
+    from pymc_odesens import OdeSystem
+    from pymc_odesens.pymc.numba_cache import op_cache_key
+    from pymc_odesens.pymc.ops import OdePbsOp
+
+    def rhs(t, y, p):
+        return [-p.k * y[0], p.k * y[0]]
+
+    system = OdeSystem(rhs, states=["a", "b"], params=["k"], name="decay_pbs_key")
+    same = OdeSystem(rhs, states=["a", "b"], params=["k"], name="decay_pbs_key")
+    other = OdeSystem(
+        lambda t, y, p: [-p.k * y[0], 2 * p.k * y[0]], states=["a", "b"], params=["k"]
+    )
+    times = np.linspace(1.0, 2.0, 3)
+    variants = {
+        "base": (system, times, {}),
+        "route": (system, times, {"sensitivity": "pbs"}),
+        "method": (system, times, {"method": "ckrk"}),
+        "implicit method": (system, times, {"method": "bdf"}),
+        "tolerance": (system, times, {"relative_tolerance": 1e-8}),
+        "max steps": (system, times, {"max_num_steps": 777}),
+        "times": (system, times + 1.0, {}),
+        "system": (other, times, {}),
+    }
+    for option, value in [
+        ("c", 5.0),
+        ("eps", 1e-3),
+        ("n_max", 20),
+        ("norm", 1),
+        ("steady_state_test", "state_jacobian"),
+        ("interpolation", "hermite"),
+        ("exp_step", "trapezoid"),
+        ("max_step", 0.5),
+    ]:
+        variants[option] = (system, times, {"pbs_options": {option: value}})
+    keys = {}
+    for name, (sys_, t, settings) in variants.items():
+        op = _pbs_op(sys_, t, **settings)
+        assert isinstance(op, OdePbsOp)
+        keys[name] = op_cache_key(op, numba_funcify(op))
+        assert keys[name] is not None, name
+    assert len(set(keys.values())) == len(keys), keys
+    base = _pbs_op(same, times)
+    assert op_cache_key(base, numba_funcify(base)) == keys["base"]
+
+
+def test_two_pbs_ops_in_one_process_keep_their_own_compiled_function(oscillator):
+    """Two NUMBA-mode PBSR graphs that differ only in the refinement factor ``c`` (different
+    sensitivities) each give the values of PyTensor's Python implementation: neither loads
+    the other's compiled function from the cache."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_odesens import ode_solution
+
+    theta = pt.dscalar("theta")
+    times = np.linspace(0.5, 6.0, 5)
+    weights = np.random.default_rng(1).normal(size=(times.size, 2))
+    values = []
+    for c in (0.5, 20.0):
+        y = ode_solution(
+            oscillator,
+            [1.0, 0.0],
+            times,
+            [theta],
+            sensitivity="pbsr",
+            method="rk45",
+            pbs_options={"c": c, "eps": 0.0, "n_max": None},
+            on_failure="raise",
+        )
+        grad = pytensor.grad((y * weights).sum(), theta)
+        got = [pytensor.function([theta], grad, mode=m)(0.3) for m in ("FAST_RUN", "NUMBA")]
+        np.testing.assert_array_equal(got[0], got[1])
+        values.append(got[1])
+    assert values[0] != values[1]  # the two settings give different sensitivities
+
+
+_SCALE = 2.0
+
+
+def test_cache_keys_follow_the_globals_a_jitted_function_reads(monkeypatch):
+    """numba bakes a global's value into the compiled code: the key changes with it, also
+    when the global is read by a jitted function that the Op's function calls."""
+    import numba
+
+    from pymc_odesens.pymc.numba_cache import op_cache_key
+
+    @numba.njit
+    def scaled(x):
+        return _SCALE * x
+
+    @numba.njit
+    def outer(x):
+        return scaled(x) + 1.0
+
+    class ConstantOp:
+        __props__ = ()
+
+    keys = [op_cache_key(ConstantOp(), outer)]
+    monkeypatch.setitem(scaled.py_func.__globals__, "_SCALE", 3.0)
+    keys.append(op_cache_key(ConstantOp(), outer))
+    monkeypatch.setitem(scaled.py_func.__globals__, "_SCALE", object())
+    keys.append(op_cache_key(ConstantOp(), outer))
+    assert keys[0] is not None and keys[1] is not None and keys[0] != keys[1]
+    assert keys[2] is None  # a global with no stable representation: not cached
