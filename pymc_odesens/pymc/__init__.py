@@ -13,6 +13,7 @@ from pymc_odesens.pymc.failures import (
 )
 from pymc_odesens.pymc.fisher import fisher_information_tensor
 from pymc_odesens.pymc.numba_cache import register_cacheable
+from pymc_odesens.pymc.numba_scipy_special import register_scipy_special_ops
 from pymc_odesens.pymc.ode_solution import (
     SENSITIVITY_ROUTES,
     choose_sensitivity_route,
@@ -45,6 +46,8 @@ register_cacheable(
     SteadyStateOp,
     SteadyStateVJPOp,
 )
+# and so do graphs with scipy.special functions (the digamma of a negative binomial's gradient)
+register_scipy_special_ops()
 
 __all__ = [
     "ode_solution",

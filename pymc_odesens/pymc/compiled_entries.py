@@ -9,7 +9,11 @@ themselves), and a graph's own numba function compiles in well under a second.
 
 Each entry has the exact signature of the core it wraps; the Ops' numba code
 calls these objects instead of the cores (and, through first-class function
-types, passes the generated kernels on as it would to the cores).
+types, passes the generated kernels on as it would to the cores). An entry is
+compiled (or loaded from numba's cache) when it is first imported, so that a
+process loads only the solvers its graphs call: a forward-sensitivity model
+skips the four adjoint, PBS and recording entries (measured: 0.12 s of CPU time
+when they are in numba's cache, 10 s at load 6 when they must be compiled).
 """
 
 from __future__ import annotations
@@ -30,18 +34,8 @@ from pymc_odesens.solvers.hybrid import (
 )
 from pymc_odesens.solvers.runge_kutta import RK_SIGNATURE, integrate_explicit_rk
 
-__all__ = [
-    "integrate_hybrid_entry",
-    "explicit_schedule_entry",
-    "backward_pass_entry",
-    "discrete_adjoint_entry",
-    "integrate_explicit_rk_entry",
-    "march_sensitivities_entry",
-]
 
-
-@cfunc(HYBRID_SIGNATURE, cache=True)
-def integrate_hybrid_entry(
+def _integrate_hybrid_entry(
     code,
     rhs,
     jac,
@@ -132,8 +126,7 @@ def integrate_hybrid_entry(
     )
 
 
-@cfunc(EXPLICIT_SCHEDULE_SIGNATURE, cache=True)
-def explicit_schedule_entry(
+def _explicit_schedule_entry(
     times_kernel, slot_event, slot_time, t0, p, stop_times, stop_owner, stop_slot
 ):
     """:func:`pymc_odesens.solvers.hybrid.explicit_schedule` behind a C address."""
@@ -142,8 +135,7 @@ def explicit_schedule_entry(
     )
 
 
-@cfunc(BACKWARD_SIGNATURE, cache=True)
-def backward_pass_entry(
+def _backward_pass_entry(
     family_forward,
     family_backward,
     rhs,
@@ -214,8 +206,7 @@ def backward_pass_entry(
     )
 
 
-@cfunc(DISCRETE_ADJOINT_SIGNATURE, cache=True)
-def discrete_adjoint_entry(
+def _discrete_adjoint_entry(
     rhs,
     jac,
     newton,
@@ -271,8 +262,7 @@ def discrete_adjoint_entry(
     )
 
 
-@cfunc(RK_SIGNATURE, cache=True)
-def integrate_explicit_rk_entry(
+def _integrate_explicit_rk_entry(
     rhs,
     t0,
     y0,
@@ -332,8 +322,7 @@ def integrate_explicit_rk_entry(
     )
 
 
-@cfunc(MARCH_SIGNATURE, cache=True)
-def march_sensitivities_entry(
+def _march_sensitivities_entry(
     algorithm,
     rhs,
     jac_y,
@@ -382,3 +371,24 @@ def march_sensitivities_entry(
         substeps,
         counters,
     )
+
+
+_SIGNATURES = {
+    "integrate_hybrid_entry": HYBRID_SIGNATURE,
+    "explicit_schedule_entry": EXPLICIT_SCHEDULE_SIGNATURE,
+    "backward_pass_entry": BACKWARD_SIGNATURE,
+    "discrete_adjoint_entry": DISCRETE_ADJOINT_SIGNATURE,
+    "integrate_explicit_rk_entry": RK_SIGNATURE,
+    "march_sensitivities_entry": MARCH_SIGNATURE,
+}
+__all__ = list(_SIGNATURES)
+
+
+def __getattr__(name: str):
+    """The entry ``name``, compiled or loaded from numba's cache at its first import."""
+    signature = _SIGNATURES.get(name)
+    if signature is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    entry = cfunc(signature, cache=True)(globals()[f"_{name}"])
+    globals()[name] = entry
+    return entry
