@@ -27,7 +27,12 @@ Sections (``--sections``, default all):
    log-density + gradient of the SIR PyMC model, cold / new model / warm.
 4. ``nutpie``: ``nutpie.compile_pymc_model`` of the SIR PyMC model and a short first sample
    (20 + 20 draws, 1 chain), cold / new model / warm.
-5. ``sample``: ``pm.sample`` (PyMC's NUTS) on the Lotka-Volterra model of
+5. ``nutpie_floor``: what nutpie and PyTensor cost without an ODE: ``compile_pymc_model`` of a
+   pure-PyTensor model of the same size (the SIR model's priors, data and negative binomial
+   likelihood, with a closed-form infected curve instead of the ODE Op), warm, alone and
+   with ``pymc_odesens.pymc`` imported (which gives scipy.special's digamma a NUMBA cache
+   key); median of ``--repeats`` processes after one that fills the caches.
+6. ``sample``: ``pm.sample`` (PyMC's NUTS) on the Lotka-Volterra model of
    ``examples/lotka_volterra.py`` (``--chains`` x (``--tune`` + ``--draws``), one core, the
    example's dense mass matrix), once per ``--sample-modes`` entry: ``default`` (PyTensor's
    default mode), ``numba`` (``compile_kwargs={"mode": "NUMBA"}``) and ``helper``
@@ -56,7 +61,7 @@ from pathlib import Path
 import common
 from common import print_table, progress, report_load
 
-SECTIONS = ("import", "solve", "eval", "nutpie", "sample")
+SECTIONS = ("import", "solve", "eval", "nutpie", "nutpie_floor", "sample")
 SAMPLE_MODES = ("default", "numba", "helper", "nutpie")
 
 # The SIR model of the boarding-school influenza outbreak (Stan case study "Bayesian
@@ -184,6 +189,31 @@ compiled = nutpie.compile_pymc_model(model)
 stage("compile")
 nutpie.sample(compiled, draws=20, tune=20, chains=1, seed=1, progress_bar=False)
 stage("first_sample")
+"""
+)
+
+CHILD_NUTPIE_FLOOR = (
+    CLOCK
+    + r"""
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import nutpie
+if sys.argv[1] == "with_pymc_odesens":
+    import pymc_odesens.pymc
+stage("import")
+CASES = np.array([3, 8, 26, 76, 225, 298, 258, 233, 189, 128, 68, 29, 14, 4])
+TIMES = np.arange(1.0, 15.0)
+with pm.Model() as model:
+    beta = pm.LogNormal("beta", np.log(2.0), 0.5)
+    gamma = pm.LogNormal("gamma", np.log(0.4), 0.5)
+    phi_inv = pm.Exponential("phi_inv", 5.0)
+    growth = pt.exp((beta - gamma) * TIMES)  # logistic growth, damped by recovery
+    infected = growth / (1.0 + (growth - 1.0) / 763.0) * pt.exp(-gamma * TIMES / 4.0)
+    pm.NegativeBinomial("cases", mu=infected + 1e-9, alpha=1.0 / phi_inv, observed=CASES)
+stage("model")
+compiled = nutpie.compile_pymc_model(model)
+stage("compile")
 """
 )
 
@@ -444,6 +474,36 @@ def bench_sample(envs, args) -> dict:
     return out
 
 
+def bench_nutpie_floor(envs: Environments, args) -> dict:
+    out = {}
+    env = envs.fresh(numba=False, pytensor=False)
+    for variant in ("pytensor_only", "with_pymc_odesens"):
+        run_child(CHILD_NUTPIE_FLOOR, [variant], env, f"floor {variant}: warm-up", args.timeout)
+        runs = [
+            run_child(
+                CHILD_NUTPIE_FLOOR, [variant], env, f"floor {variant} ({i + 1})", args.timeout
+            )
+            for i in range(args.repeats)
+        ]
+        ok = [r["compile"] for r in runs if "compile" in r]
+        out[variant] = {
+            "compile_wall_s": statistics.median(r["wall_s"] for r in ok) if ok else None,
+            "compile_cpu_s": statistics.median(r["cpu_s"] for r in ok) if ok else None,
+            "runs": ok,
+        }
+    rows = [
+        [name, f"{d['compile_wall_s']:.2f}", f"{d['compile_cpu_s']:.2f}"]
+        for name, d in out.items()
+        if d["compile_wall_s"] is not None
+    ]
+    print_table(
+        ["model without ODE, warm", "compile wall s", "compile cpu s"],
+        rows,
+        title="\nnutpie floor (median)",
+    )
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", default=",".join(SECTIONS))
@@ -508,6 +568,8 @@ def main(argv=None) -> None:
                 "\nnutpie on the SIR model", data, ["model", "compile", "first_sample"]
             )
             results["nutpie"] = data
+        if "nutpie_floor" in sections:
+            results["nutpie_floor"] = bench_nutpie_floor(envs, args)
         if "sample" in sections:
             results["sample"] = bench_sample(envs, args)
         load_end = report_load("at end")

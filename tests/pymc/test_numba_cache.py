@@ -20,15 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CHILD = r"""
+# a child process's preamble: ``compiled`` lists the functions numba compiles (not loads)
+COMPILE_LISTENER = r"""
 import json
-import numpy as np
-import pymc as pm
 from numba.core import event
-from pytensor.compile.mode import Mode
-
-import pymc_odesens
-from pymc_odesens import OdeSystem, ode_solution
 
 compiled = []
 
@@ -42,6 +37,15 @@ class Compiles(event.Listener):
 
 
 event.register("numba:compile", Compiles())
+"""
+
+CHILD = r"""
+import numpy as np
+import pymc as pm
+from pytensor.compile.mode import Mode
+
+import pymc_odesens
+from pymc_odesens import OdeSystem, ode_solution
 
 
 def rhs(t, y, p):
@@ -68,11 +72,16 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _run_child() -> dict:
+def run_child(code: str) -> dict:
+    """Run ``COMPILE_LISTENER + code`` in a fresh process; the JSON it prints after "RESULT "."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", COMPILE_LISTENER + code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
@@ -80,8 +89,8 @@ def _run_child() -> dict:
 
 
 def test_a_second_process_loads_the_compiled_graph():
-    first = _run_child()  # compiles the graph, or loads it if an earlier run cached it
-    second = _run_child()
+    first = run_child(CHILD)  # compiles the graph, or loads it if an earlier run cached it
+    second = run_child(CHILD)
     assert "numba_funcified_fgraph" not in second["compiled"], second["compiled"]
     for run in (first, second):
         numba_values, python_values = np.array(run["numba"]), np.array(run["python"])

@@ -4,20 +4,13 @@ dtype has its own key, and a second process loads the compiled graph."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import scipy.special
 
 import pymc_odesens.pymc  # noqa: F401  (registers the keys)
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.pymc.test_numba_cache import run_child
 
 
 def _scalar_key(output):
@@ -54,26 +47,12 @@ def test_each_function_and_dtype_has_its_own_key():
 
 
 CHILD = r"""
-import json
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
-from numba.core import event
 
 import pymc_odesens.pymc
 
-compiled = []
-
-
-class Compiles(event.Listener):
-    def on_start(self, e):
-        pass
-
-    def on_end(self, e):
-        compiled.append(e.data["dispatcher"].py_func.__qualname__)
-
-
-event.register("numba:compile", Compiles())
 x = pt.dvector("x")
 cost = (pt.gammaln(x) * 1.25 + x).sum()
 f = pytensor.function([x], [cost, pytensor.grad(cost, x)], mode="NUMBA")  # grad: digamma
@@ -84,16 +63,7 @@ print("RESULT " + json.dumps({"compiled": compiled, "values": values}))
 
 
 def test_a_second_process_loads_a_graph_with_digamma():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
-        runs.append(json.loads(line[len("RESULT ") :]))
+    runs = [run_child(CHILD) for _ in range(2)]
     assert "numba_funcified_fgraph" not in runs[1]["compiled"], runs[1]["compiled"]
     expected = [
         1.25 * (scipy.special.gammaln(0.7) + scipy.special.gammaln(3.2)) + 3.9,
