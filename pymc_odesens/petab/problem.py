@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
@@ -53,6 +54,16 @@ def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -
         raise PetabError(f"{where}: the problem has no condition table")
 
 
+def _simulated_end(problem: petab.Problem) -> float:
+    """The last time any experiment is simulated to: the largest measurement time, ``inf``
+    when a steady state is simulated (pre-equilibration or ``inf`` measurements)."""
+    df = problem.measurement_df
+    pre = df.get(C.PREEQUILIBRATION_CONDITION_ID)
+    if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
+        return math.inf
+    return float(df[C.TIME].astype(float).max()) if len(df) else math.inf
+
+
 class PetabProblem:
     """A PEtab v1 problem: its SBML model, experiments, observables and parameters.
 
@@ -93,7 +104,9 @@ class PetabProblem:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"petab\.")
             self.experiments: list[Experiment] = read_experiments(petab_problem, self.model_system)
-        self.simulation = SimulationSystem.build(self.model_system, self.experiments, name)
+        self.simulation = SimulationSystem.build(
+            self.model_system, self.experiments, name, _simulated_end(petab_problem)
+        )
         self.system = self.simulation.system
         self._values = ParameterValues(petab_problem.parameter_df, self.parameters)
         self.observables = read_observables(
