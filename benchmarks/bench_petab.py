@@ -6,20 +6,33 @@ Run:  python benchmarks/bench_petab.py                  (the nine problems witho
       (writes results/bench_petab.json; AMICI builds each model once, minutes each)
 
 For every problem of ``../shared/petab`` (``$PYMC_ODESENS_SHARED_DIR/petab``), at AMICI's
-default tolerances (rtol 1e-8, atol 1e-16) on both sides and at the nominal parameters:
+default tolerances (rtol 1e-8, atol 1e-16) and the same step budget (100 000 steps between
+output times, ours' default; AMICI's own is 10 000) on both sides, at the nominal parameters:
 
-1. *import + compile* (ours): a fresh process with an empty kernel cache runs
-   ``PetabProblem.from_yaml`` and the first ``log_likelihood_and_gradient`` (code generation,
-   numba compilation of the kernels, PyTensor compilation, one evaluation); then a second
-   fresh process with the kernel cache now filled (what every later session pays). AMICI's
-   *build* is ``import_petab_problem`` with compilation (SBML import, C++ generation and
-   compilation), timed once when the model is first built and kept with it.
+1. *import + compile* (ours), each in a fresh process running ``PetabProblem.from_yaml``
+   and the first ``log_likelihood_and_gradient`` (code generation and compilation of the
+   model's kernels, PyTensor compilation, one evaluation):
+
+   - *new model*: an empty kernel cache, numba's cache of the solvers warm (one throwaway
+     process first): what every new model costs; the goal is judged on this;
+   - *new install* (``--install-compile``: by default one problem per solver route): a
+     copy of the package without its numba cache and an empty kernel cache, *including*
+     the import of the package (numba compiles the solvers then): the model's cost plus
+     the once-per-install compilation (and the plain imports of PyMC and the package, a
+     few seconds, which the other two leave out);
+   - *2nd process*: the kernel cache filled by the new-model process (every later session).
+
+   AMICI's *build* is ``import_petab_problem`` with compilation (SBML import, C++
+   generation and compilation), timed once when the model is first built and kept with it.
+   A problem whose gradient fails has its first log-likelihood timed instead (marked).
 2. *log-likelihood and gradient* (warm, medians): ours with the problem's default route
    (``"auto"``) and with forward sensitivities, the log-likelihood alone; AMICI's
    ``simulate_petab`` (parameter mapping and ExpData prepared once) with forward and with
    adjoint sensitivities, and alone; both called from Python, so both include their
    per-call Python work. The gradients are compared (largest difference relative to the
-   largest entry).
+   largest entry). A mode of AMICI whose simulations fail (status not 0) is shown with its
+   status and is not a valid comparison: the ratio is against AMICI's best mode that
+   succeeded.
 3. Brannmark_JBC2010: the steady state with its sensitivities (``steady_state`` with the
    implicit-function ``S``) of the pre-equilibration condition, once per experiment, against
    AMICI's pre-equilibration CPU time in its forward-sensitivity run (same steady-state
@@ -35,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -60,6 +74,10 @@ PROBLEMS = (
 )
 RTOL, ATOL = 1e-8, 1e-16
 STEADY_RTOL, STEADY_ATOL = 1e-8, 1e-16  # AMICI's steady-state defaults, set on both sides
+MAX_STEPS = 100_000  # integration steps between output times, both sides (AMICI's default: 1e4)
+COMPILE_KINDS = ("install", "cold", "warm_process")
+# one problem per solver route: forward, discrete adjoint, steady states + discrete adjoint
+INSTALL_PROBLEMS = ("Boehm_JProteomeRes2014", "Bachmann_MSB2011", "Brannmark_JBC2010")
 
 
 def petab_dir() -> Path:
@@ -81,10 +99,23 @@ def child(yaml: str) -> None:
 
     imported = time.perf_counter()
     print(json.dumps({"stage": "import", "s": imported - start}), flush=True)
-    problem = PetabProblem.from_yaml(yaml, relative_tolerance=RTOL, absolute_tolerance=ATOL)
+    problem = PetabProblem.from_yaml(
+        yaml, relative_tolerance=RTOL, absolute_tolerance=ATOL, max_num_steps=MAX_STEPS
+    )
     loaded = time.perf_counter()
     print(json.dumps({"stage": "from_yaml", "s": loaded - imported}), flush=True)
-    problem.log_likelihood_and_gradient()
+    try:
+        problem.log_likelihood_and_gradient()
+    except Exception as error:  # noqa: BLE001 - reported; the log-likelihood alone is timed
+        failed = time.perf_counter()
+        message = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        problem.log_likelihood()
+        first_llh = time.perf_counter() - failed
+        print(
+            json.dumps({"stage": "first_gradient", "error": message, "first_llh_s": first_llh}),
+            flush=True,
+        )
+        return
     first = time.perf_counter()
     print(
         json.dumps(
@@ -94,11 +125,12 @@ def child(yaml: str) -> None:
     )
 
 
-def import_and_compile(name: str, cache: Path, timeout: float) -> dict:
-    """Stages of a fresh process that uses the kernel cache ``cache``."""
+def import_and_compile(name: str, cache: Path, timeout: float, package_root: Path) -> dict:
+    """Stages of a fresh process that uses the kernel cache ``cache`` and the package
+    found under ``package_root`` (with its numba cache, next to its sources)."""
     env_before = dict(os.environ)
     os.environ["PYMC_ODESENS_CACHE_DIR"] = str(cache)
-    os.environ["PYTHONPATH"] = str(common.REPO_DIR)
+    os.environ["PYTHONPATH"] = str(package_root)
     try:
         stages = common.run_staged_child(
             [str(Path(__file__).resolve()), "--child", str(problem_yaml(name))],
@@ -110,8 +142,46 @@ def import_and_compile(name: str, cache: Path, timeout: float) -> dict:
         os.environ.clear()
         os.environ.update(env_before)
     out = {k: v.get("s") for k, v in stages.items()}
+    failed = stages.get("first_gradient", {})
+    if "first_llh_s" in failed:  # the gradient failed: the first log-likelihood instead
+        out["gradient_error"] = failed["error"]
+        out["first_llh"] = failed["first_llh_s"]
+        out["import_compile_s"] = out["from_yaml"] + out["first_llh"]
     if all(isinstance(out.get(k), float) for k in ("from_yaml", "first_gradient")):
         out["import_compile_s"] = out["from_yaml"] + out["first_gradient"]
+        # with the import of the package, where numba compiles (or loads) the solvers
+        out["with_import_s"] = out["import"] + out["import_compile_s"]
+    return out
+
+
+def fresh_install(directory: Path) -> Path:
+    """A copy of the package without any numba cache (a new install): its root."""
+    source = common.REPO_DIR / "pymc_odesens"
+    ignore = shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc", "*.pyc")
+    shutil.copytree(source, directory / "pymc_odesens", ignore=ignore)
+    return directory
+
+
+def compile_costs(name: str, timeout: float, install: bool) -> dict:
+    """Import + compile of the problem in fresh processes.
+
+    ``install`` (optional): a new install (a copy of the package with no numba cache) and
+    an empty kernel cache: the once-per-install compilation of the solvers the problem
+    uses plus the model's own cost. Then, with numba's cache of this checkout warmed by
+    one throwaway process: ``cold`` (empty kernel cache: what every new model costs) and
+    ``warm_process`` (the kernel cache filled by ``cold``: every later session).
+    """
+    out: dict = {}
+    if install:
+        with tempfile.TemporaryDirectory(prefix="petab_install_") as root:
+            with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
+                package = fresh_install(Path(root))
+                out["install"] = import_and_compile(name, Path(cache), timeout, package)
+    with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
+        out["numba_warmup"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
+    with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
+        out["cold"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
+        out["warm_process"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
     return out
 
 
@@ -124,7 +194,11 @@ def ours_warm(name: str, repeats: int) -> dict:
     out = {}
     for route in ("auto", "forward"):
         problem = PetabProblem.from_yaml(
-            problem_yaml(name), relative_tolerance=RTOL, absolute_tolerance=ATOL, sensitivity=route
+            problem_yaml(name),
+            relative_tolerance=RTOL,
+            absolute_tolerance=ATOL,
+            max_num_steps=MAX_STEPS,
+            sensitivity=route,
         )
         try:
             timed = common.time_call(
@@ -187,6 +261,12 @@ def main(argv=None) -> None:
     parser.add_argument("--no-amici", action="store_true")
     parser.add_argument("--no-cold", action="store_true", help="skip the fresh-process timings")
     parser.add_argument("--compile-timeout", type=float, default=1800.0)
+    parser.add_argument(
+        "--install-compile",
+        default=",".join(INSTALL_PROBLEMS),
+        help="problems timed as a new install (a package copy with an empty numba cache); "
+        "'' for none",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -199,10 +279,11 @@ def main(argv=None) -> None:
         progress(f"== {name}")
         entry: dict = {}
         if not args.no_cold:
-            with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
-                entry["cold"] = import_and_compile(name, Path(cache), args.compile_timeout)
-                entry["warm_process"] = import_and_compile(name, Path(cache), args.compile_timeout)
-            progress(f"   ours cold {entry['cold']}, second process {entry['warm_process']}")
+            install = name in args.install_compile.split(",")
+            entry.update(compile_costs(name, args.compile_timeout, install))
+            progress(
+                f"   ours: {', '.join(f'{k} {entry[k]}' for k in COMPILE_KINDS if k in entry)}"
+            )
         entry["ours"] = ours_warm(name, args.repeats)
         if not args.no_amici:
             entry["amici"] = run_amici_petab(
@@ -211,6 +292,7 @@ def main(argv=None) -> None:
                 atol=ATOL,
                 repeats=args.repeats,
                 steady_state_tolerances=(STEADY_RTOL, STEADY_ATOL),
+                max_steps=MAX_STEPS,
             )
         results["problems"][name] = entry
     if "Brannmark_JBC2010" in names:
@@ -235,6 +317,30 @@ def _gradient_difference(auto: dict, ids: list, amici: dict | None) -> float | N
     return float(np.nanmax(np.abs(a - b)) / max(np.nanmax(np.abs(b)), 1e-300))
 
 
+def _valid_modes(amici: dict) -> dict:
+    """AMICI's gradient modes whose simulations all succeeded (status 0)."""
+    modes = amici.get("modes", {})
+    return {
+        k: m
+        for k, m in modes.items()
+        if k in ("forward", "adjoint") and m.get("status") == [0] and "median_ms" in m
+    }
+
+
+def _amici_cell(mode: dict | None) -> str:
+    if not mode:
+        return "-"
+    cell = fmt_ms(mode.get("median_ms"))
+    return cell if mode.get("status") == [0] else f"failed {mode.get('status')}"
+
+
+def _seconds(entry: dict, kind: str) -> float | None:
+    # a new install compiles the solvers while the package is imported: that counts
+    field = "with_import_s" if kind == "install" else "import_compile_s"
+    value = entry.get(kind, {}).get(field)
+    return value if isinstance(value, float) else None
+
+
 def report(results: dict) -> None:
     rows, build_rows = [], []
     for name, entry in results["problems"].items():
@@ -242,10 +348,7 @@ def report(results: dict) -> None:
         amici = entry.get("amici") or {}
         modes = amici.get("modes", {})
         auto = ours.get("auto", {})
-        best_amici = min(
-            (m["median_ms"] for k, m in modes.items() if k in ("forward", "adjoint")),
-            default=None,
-        )
+        best_amici = min((m["median_ms"] for m in _valid_modes(amici).values()), default=None)
         ratio = best_amici / auto["median_ms"] if best_amici and "median_ms" in auto else None
         difference = _gradient_difference(auto, ours.get("x_ids", []), amici)
         rows.append(
@@ -255,25 +358,31 @@ def report(results: dict) -> None:
                 ours.get("n_estimated"),
                 ours.get("n_experiments"),
                 fmt_ms(ours.get("llh", {}).get("median_ms")),
-                f"{fmt_ms(auto.get('median_ms'))} ({auto.get('route', '-')})",
+                f"{fmt_ms(auto.get('median_ms'))} ({auto.get('route', '-')})"
+                if "median_ms" in auto
+                else auto.get("error", "-")[:60],
                 fmt_ms(ours.get("forward", {}).get("median_ms")),
-                fmt_ms(modes.get("llh", {}).get("median_ms")),
-                fmt_ms(modes.get("forward", {}).get("median_ms")),
-                fmt_ms(modes.get("adjoint", {}).get("median_ms")),
+                _amici_cell(modes.get("llh")),
+                _amici_cell(modes.get("forward")),
+                _amici_cell(modes.get("adjoint")),
                 f"{ratio:.1f}x" if ratio else "-",
                 f"{difference:.1e}" if difference is not None else "-",
             ]
         )
-        cold = entry.get("cold", {})
         build = amici.get("build_s")
-        ours_s = cold.get("import_compile_s")
+        seconds = {kind: _seconds(entry, kind) for kind in COMPILE_KINDS}
+        note = entry.get("cold", {}).get("gradient_error")
+
+        def ratio_cell(ours_s, build=build):
+            return f"{build / ours_s:.1f}x" if build and ours_s else "-"
+
         build_rows.append(
             [
-                name,
-                f"{ours_s:.1f}" if ours_s else "-",
-                f"{entry.get('warm_process', {}).get('import_compile_s', 0):.1f}",
+                name + (" (llh only)" if note else ""),
+                *(f"{v:.1f}" if v else "-" for v in seconds.values()),
                 f"{build:.1f}" if build else "-",
-                f"{build / ours_s:.1f}x" if build and ours_s else "-",
+                ratio_cell(seconds["cold"]),
+                ratio_cell(seconds["install"]),
             ]
         )
     print_table(
@@ -292,18 +401,23 @@ def report(results: dict) -> None:
             "grad diff",
         ],
         rows,
-        title="log-likelihood and gradient at the nominal values (ms, medians of warm calls)",
+        title="log-likelihood and gradient at the nominal values (ms, medians of warm calls; "
+        "AMICI's best of its modes that succeeded)",
     )
     print_table(
         [
             "problem",
-            "ours import+compile (s)",
+            "ours, new install (s)",
+            "ours, new model (s)",
             "ours, 2nd process (s)",
             "AMICI build (s)",
-            "AMICI / ours",
+            "AMICI / new model",
+            "AMICI / new install",
         ],
         build_rows,
-        title="import + compile (a fresh process, empty kernel cache) against AMICI's build",
+        title="import + compile in a fresh process (from_yaml + first llh and gradient): a new "
+        "model (empty kernel cache, numba's solver cache warm), a new install (no numba cache "
+        "either), a later session (kernel cache filled) against AMICI's build",
     )
     steady = results.get("steady_state")
     brannmark = results["problems"].get("Brannmark_JBC2010", {}).get("amici") or {}

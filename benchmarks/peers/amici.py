@@ -117,6 +117,7 @@ def run_amici_petab(
     rtol: float = 1e-8,
     atol: float = 1e-16,
     steady_state_tolerances: tuple[float, float] | None = None,
+    max_steps: int | None = None,
     repeats: int = 10,
     rebuild: bool = False,
     timeout: float = 7200.0,
@@ -124,6 +125,8 @@ def run_amici_petab(
     """Run AMICI on a PEtab problem (``amici_petab_runner.py``); its JSON, or None.
 
     The first call for a problem builds its AMICI model (minutes) and records the build time.
+    ``max_steps``: integration steps allowed between output times, forward and backward
+    (AMICI's default is 10 000; None keeps it).
     """
     python = amici_python()
     if python is None:
@@ -150,6 +153,8 @@ def run_amici_petab(
             "--steady-state-atol",
             repr(steady_state_tolerances[1]),
         ]
+    if max_steps is not None:
+        cmd += ["--max-steps", str(int(max_steps))]
     if rebuild:
         cmd.append("--rebuild")
     return _run(python, cmd, Path(yaml).stem, timeout)

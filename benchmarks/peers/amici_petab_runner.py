@@ -14,8 +14,10 @@ What it does
    time recorded then (``build_cached: true``); ``--rebuild`` builds again.
 2. At the given tolerances (``--rtol``, ``--atol``: integration, forward sensitivities and
    the adjoint's backward problem and quadratures alike; steady states keep AMICI's own
-   defaults unless ``--steady-state-rtol/atol`` are given), with the parameter mapping and
-   ``ExpData`` objects created once, times ``simulate_petab`` at the nominal parameters:
+   defaults unless ``--steady-state-rtol/atol`` are given; ``--max-steps``: the steps
+   allowed between output times, forward and backward, AMICI's default 10 000 otherwise),
+   with the parameter mapping and ``ExpData`` objects created once, times ``simulate_petab``
+   at the nominal parameters:
 
    llh       the log-likelihood alone (no sensitivities);
    forward   log-likelihood and gradient by forward sensitivities;
@@ -128,6 +130,7 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-16)
     parser.add_argument("--steady-state-rtol", type=float, default=None)
     parser.add_argument("--steady-state-atol", type=float, default=None)
+    parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rebuild", action="store_true")
     args = parser.parse_args()
@@ -167,6 +170,7 @@ def main() -> None:
         "np": int(model.np()),
         "rtol": args.rtol,
         "atol": args.atol,
+        "max_steps": args.max_steps,
         "x_free_ids": list(problem.x_free_ids),
         "flattened": bool(flattened),
         "modes": {},
@@ -181,6 +185,9 @@ def main() -> None:
         solver.set_absolute_tolerance_quadratures(args.atol)
         solver.set_relative_tolerance_b(args.rtol)
         solver.set_absolute_tolerance_b(args.atol)
+        if args.max_steps is not None:
+            solver.set_max_steps(args.max_steps)
+            solver.set_max_steps_backward_problem(args.max_steps)
         if args.steady_state_rtol is not None:
             solver.set_relative_tolerance_steady_state(args.steady_state_rtol)
         if args.steady_state_atol is not None:

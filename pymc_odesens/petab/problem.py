@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
@@ -13,21 +14,32 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from petab.v1 import C
+from pytensor.compile.mode import Mode
+from pytensor.link.vm import VMLinker
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.petab.citation import publication
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 from pymc_odesens.petab.experiments import Experiment, read_experiments
 from pymc_odesens.petab.likelihood_graph import PetabGraph
+from pymc_odesens.petab.likelihood_kernel import LikelihoodKernel
+from pymc_odesens.petab.likelihood_op import (
+    MeasurementLogLikelihood,
+    MeasurementLogLikelihoodGradient,
+)
 from pymc_odesens.petab.measurements import experiment_times, group_measurements
 from pymc_odesens.petab.model import build_pymc_model
-from pymc_odesens.petab.noise import measurement_distribution
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 
 __all__ = ["PetabProblem"]
+
+PYTHON_THUNKS = Mode(linker=VMLinker(c_thunks=False, use_cloop=False), optimizer="fast_run")
+"""The mode of the functions outside PyMC: the graph is a few dozen nodes around the
+simulation and likelihood Ops, so PyTensor's C backend would buy nothing per call and cost
+seconds per process (loading its compiled-module cache, probing the compiler)."""
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
@@ -40,6 +52,16 @@ def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
     if problem.condition_df is None:
         raise PetabError(f"{where}: the problem has no condition table")
+
+
+def _simulated_end(problem: petab.Problem) -> float:
+    """The last time any experiment is simulated to: the largest measurement time, ``inf``
+    when a steady state is simulated (pre-equilibration or ``inf`` measurements)."""
+    df = problem.measurement_df
+    pre = df.get(C.PREEQUILIBRATION_CONDITION_ID)
+    if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
+        return math.inf
+    return float(df[C.TIME].astype(float).max()) if len(df) else math.inf
 
 
 class PetabProblem:
@@ -82,7 +104,9 @@ class PetabProblem:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"petab\.")
             self.experiments: list[Experiment] = read_experiments(petab_problem, self.model_system)
-        self.simulation = SimulationSystem.build(self.model_system, self.experiments, name)
+        self.simulation = SimulationSystem.build(
+            self.model_system, self.experiments, name, _simulated_end(petab_problem)
+        )
         self.system = self.simulation.system
         self._values = ParameterValues(petab_problem.parameter_df, self.parameters)
         self.observables = read_observables(
@@ -90,6 +114,7 @@ class PetabProblem:
         )
         self.graph = self._build_graph()
         self._functions: dict = {}
+        self._likelihood_kernel: LikelihoodKernel | None = None
 
     # construction ---------------------------------------------------------------------
     @classmethod
@@ -184,20 +209,22 @@ class PetabProblem:
     def log_likelihood_tensor(self, x, route: str = "none", options: SolverOptions | None = None):
         """PEtab's log-likelihood as a tensor of ``x`` (a tensor on the parameter scales).
 
-        ``route`` is the gradient route of the simulations (``"none"``: no gradient).
-        Solver failures raise (``on_failure="raise"``) outside a PyMC model.
+        ``route`` is the gradient route of the simulations (``"none"``: no gradient). The
+        measurements' log-densities are one generated kernel
+        (:mod:`pymc_odesens.petab.likelihood_kernel`). Solver failures raise
+        (``on_failure="raise"``) outside a PyMC model.
         """
         graph = self.graph
         z = graph.z(x)
         y = graph.states(z, options or self.options, route)
-        terms = []
-        for o in graph.observables(z, y):
-            observable = o.group.observable
-            dist = measurement_distribution(
-                observable.distribution, observable.transformation, o.h, o.sigma
-            )
-            terms.append(pm.logp(dist, o.group.data).sum())
-        return pt.sum(pt.stack(terms))
+        return MeasurementLogLikelihood(self.likelihood_kernel)(y, z)
+
+    @property
+    def likelihood_kernel(self) -> LikelihoodKernel:
+        """The generated kernel of the measurements' log-likelihood (built on first use)."""
+        if self._likelihood_kernel is None:
+            self._likelihood_kernel = LikelihoodKernel(self.graph)
+        return self._likelihood_kernel
 
     def _function(self, kind: str):
         key = (kind, self.options)
@@ -206,10 +233,16 @@ class PetabProblem:
             x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
             if kind == "value":
                 llh = self.log_likelihood_tensor(x, "none")
-                function = pytensor.function([x], llh)
+                function = pytensor.function([x], llh, mode=PYTHON_THUNKS)
             else:
-                llh = self.log_likelihood_tensor(x, self.gradient_route)
-                function = pytensor.function([x], [llh, pytensor.grad(llh, x)])
+                # value and gradient from one call of the gradient kernel
+                z = self.graph.z(x)
+                y = self.graph.states(z, self.options, self.gradient_route)
+                llh, dy, dz = MeasurementLogLikelihoodGradient(self.likelihood_kernel)(y, z)
+                # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
+                surrogate = pt.sum(dy * y) + pt.sum(dz * z)
+                gradient = pytensor.grad(surrogate, x, consider_constant=[dy, dz])
+                function = pytensor.function([x], [llh, gradient], mode=PYTHON_THUNKS)
             self._functions[key] = function
         return function
 
@@ -264,7 +297,8 @@ class PetabProblem:
             z = self.graph.z(x_t)
             y = self.graph.states(z, self.options, "none")
             observables = self.graph.observables(z, y)
-            function = pytensor.function([x_t], [t for o in observables for t in (o.h, o.sigma)])
+            outputs = [t for o in observables for t in (o.h, o.sigma)]
+            function = pytensor.function([x_t], outputs, mode=PYTHON_THUNKS)
             self._functions[key] = function
         outputs = function(self.parameters.check(x))
         df = self.petab_problem.measurement_df.copy()

@@ -120,9 +120,17 @@ class SimulationSystem:
 
     @classmethod
     def build(
-        cls, model_system: OdeSystem, experiments: list[Experiment], name: str
+        cls,
+        model_system: OdeSystem,
+        experiments: list[Experiment],
+        name: str,
+        end: float = math.inf,
     ) -> SimulationSystem:
-        """Fold the values PEtab fixes into ``model_system``."""
+        """Fold the values PEtab fixes into ``model_system``.
+
+        ``end``: the last time any experiment is simulated to (``inf`` with steady states):
+        conditions of time that switch only after it keep their value before the switch.
+        """
         values = _model_values(model_system, experiments)
         fixed = {}
         for pid, seen in values.items():
@@ -165,10 +173,18 @@ class SimulationSystem:
             for s, e in zip(model_system.states, model_system.initial_state_expressions)
         ]
         switches = find_time_switches(rhs, model_system.t, model_system.state_symbols, params)
+        t = model_system.t
         settled = {w.condition: sp.true if w.after else sp.false for w in switches if w.settled}
+        settled.update(
+            {
+                w.condition: sp.false if w.after else sp.true
+                for w in switches
+                if w.unchanged_through(t, end)
+            }
+        )
         if settled:
             rhs = [e.xreplace(settled) for e in rhs]
-            switches = [w for w in switches if not w.settled]
+            switches = [w for w in switches if w.condition not in settled]
         switch_names = []
         for k in range(len(switches)):
             candidate = f"time_switch_{k}"

@@ -24,12 +24,18 @@ time does not move with the parameters, and the derivative with respect to ``tau
 be one-sided (the event engine refuses it). The derivative given there is the one from
 below, zero, as for every ``tau <= 0``. A condition whose switching time is a number at
 or before ``t = 0`` is settled (:attr:`TimeSwitch.settled`): the simulated system takes
-its value after the switch instead of a switch state.
+its value after the switch instead of a switch state; one whose switching time is a number
+at or after the last output time, where the condition still has its value before the
+switch (``t <= 3600`` with measurements up to 3600), never switches while simulated
+(:meth:`TimeSwitch.unchanged_through`) and keeps that value, unless a steady state is
+simulated (pre-equilibration, ``inf`` measurements), which takes every switch after its
+time.
 Conditions of other forms are left to the integrator's step-size control.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy as sp
@@ -75,6 +81,15 @@ class TimeSwitch:
         """Whether the switching time is a number at or before ``t = 0``: the condition
         then keeps its value after the switch throughout ``t > 0``."""
         return bool(self.time.is_Number and self.time <= 0)
+
+    def unchanged_through(self, t: sp.Symbol, end: float) -> bool:
+        """Whether the switching time is a number and the condition keeps its value before
+        the switch on all of ``[0, end]`` (``end`` included): it never switches while
+        simulated."""
+        if not self.time.is_Number or not math.isfinite(end) or self.time < end:
+            return False
+        before = not self.after
+        return self.time > end or bool(self.condition.subs(t, end)) == before
 
 
 def _switch(relation: sp.Rel, t: sp.Symbol) -> TimeSwitch | None:

@@ -72,7 +72,11 @@ def test_simulations_match_simulated_data(name):
     )
 
 
-@pytest.mark.parametrize("name", ["Boehm_JProteomeRes2014", "Brannmark_JBC2010"])
+# Fujita: its stimulus switches off at t = 3600, its last output time (the switch is then
+# kept as it is before; an event there made both adjoint gradients wrong)
+@pytest.mark.parametrize(
+    "name", ["Boehm_JProteomeRes2014", "Brannmark_JBC2010", "Fujita_SciSignal2010"]
+)
 def test_gradient_against_central_differences_and_between_routes(name):
     # away from the optimum (the nominal values), where the gradient is not near zero
     problem = load(name)

@@ -4,13 +4,13 @@ collection does not exercise, log-likelihood, gradients on every route, errors."
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from petab.v1.calculate import calculate_single_llh
 
 from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError
 from tests.petab.turnover import (
     TURNOVER_PARAMETERS,
+    edited_turnover_problem,
     turnover_observables,
     turnover_sbml,
     write_turnover_problem,
@@ -118,14 +118,7 @@ def test_options_are_checked(turnover_yaml):
 
 
 def _edited(turnover_yaml, tmp_path, table: str, edit) -> str:
-    """A copy of the turnover problem with one table changed by ``edit(df)``."""
-    folder = tmp_path / "edited"
-    yaml = write_turnover_problem(folder)
-    path = folder / table
-    df = pd.read_csv(path, sep="\t")
-    edit(df)
-    df.to_csv(path, sep="\t", index=False)
-    return yaml
+    return edited_turnover_problem(tmp_path / "edited", table, edit)
 
 
 def test_unsupported_noise_distribution_is_named(turnover_yaml, tmp_path):

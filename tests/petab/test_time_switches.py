@@ -60,3 +60,15 @@ def test_a_numeric_switching_time_at_or_before_the_start_is_settled():
     assert _one(sp.Piecewise((k, t < 0), (0, True))).settled
     assert _one(sp.Piecewise((k, t > -2.0), (0, True))).settled
     assert not _one(sp.Piecewise((k, t < 0.5), (0, True))).settled
+
+
+def test_unchanged_through_the_last_output_time():
+    # t <= 3600 still holds at t = 3600: nothing switches while simulating to 3600
+    assert _one(sp.Piecewise((k, t <= 3600.0), (0, True))).unchanged_through(t, 3600.0)
+    # t < 3600 does not: its value at 3600 is the one after the switch
+    assert not _one(sp.Piecewise((k, t < 3600.0), (0, True))).unchanged_through(t, 3600.0)
+    later = _one(sp.Piecewise((k, t > 50.0), (0, True)))
+    assert later.unchanged_through(t, 40.0)
+    assert not later.unchanged_through(t, 60.0)
+    assert not later.unchanged_through(t, float("inf"))  # steady states: after every switch
+    assert not _one(sp.Piecewise((k, t > a), (0, True))).unchanged_through(t, 40.0)

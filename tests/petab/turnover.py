@@ -165,6 +165,17 @@ def write_turnover_problem(folder: Path, sbml: str | None = None) -> Path:
     return yaml
 
 
+def edited_turnover_problem(folder: Path, table: str, edit) -> Path:
+    """The problem written into ``folder`` with the table file ``table`` changed in place by
+    ``edit(df)``; its YAML."""
+    yaml = write_turnover_problem(folder)
+    path = Path(folder) / table
+    df = pd.read_csv(path, sep="\t")
+    edit(df)
+    df.to_csv(path, sep="\t", index=False)
+    return yaml
+
+
 def turnover_observables(measurements: pd.DataFrame, theta: dict) -> tuple:
     """``(h, sigma)`` of every measurement row in closed form, for linear values ``theta``
     of the estimated parameters (``u_pre`` and the constant species ``B`` fixed)."""
