@@ -338,6 +338,11 @@ def run_multistep(
     n = y0.size
     n_times = times.size
     out_index = 0
+    # a run that ends where it starts (an event at the last output time) records nothing:
+    # the caller adds these counts to its totals
+    rec_count[0] = 0
+    op_count[0] = 0
+    op_count[1] = 0
     while out_index < n_times and times[out_index] <= t0:
         y_out[out_index, :] = y0
         out_index += 1
