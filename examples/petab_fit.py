@@ -38,8 +38,8 @@ from pathlib import Path
 
 import arviz as az
 import numpy as np
-import pymc as pm
 
+import pymc_odesens
 from pymc_odesens.petab import PetabProblem
 
 HERE = Path(__file__).resolve().parent
@@ -86,7 +86,8 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     model = problem.build_model(sensitivity=args.sensitivity)
     start = time.perf_counter()
     with model:
-        idata = pm.sample(
+        # PyMC's NUTS with the log-density compiled in NUMBA mode (nutpie compiles its own)
+        idata = pymc_odesens.sample(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,
@@ -102,7 +103,8 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
         draw=slice(None, None, max(1, args.draws * args.chains // args.predictive_draws))
     )
     with model:
-        predictive = pm.sample_posterior_predictive(
+        # PyMC's warning about potentials is silenced for the solver-failure rejection only
+        predictive = pymc_odesens.sample_posterior_predictive(
             thinned, random_seed=args.seed, progressbar=not args.no_progressbar
         )
     idata.extend(predictive)

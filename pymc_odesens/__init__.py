@@ -7,7 +7,8 @@ sensitivities by :func:`solve_sensitivity` (forward, or the Peano-Baker series:
 PBS/PBSR/Exp), adjoint gradients by :func:`adjoint_gradient`, steady states with their
 sensitivities by :func:`steady_state`, PyMC tensors by :func:`ode_solution` (starting from
 a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, sampling by
-:func:`sample` (``pm.sample`` with the log-density compiled in PyTensor's NUMBA mode),
+:func:`sample` (``pm.sample`` with the log-density compiled in PyTensor's NUMBA mode) and
+:func:`sample_posterior_predictive`,
 events by :class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
 The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
@@ -55,6 +56,7 @@ _LAZY = {
     # user who only solves and differentiates ODEs never pays for them
     "SMMALA": "pymc_odesens.pymc",
     "sample": "pymc_odesens.pymc",
+    "sample_posterior_predictive": "pymc_odesens.pymc",
     "sampling_compile_kwargs": "pymc_odesens.pymc",
     "OdeSolverFailureWarning": "pymc_odesens.pymc",
     "choose_sensitivity_route": "pymc_odesens.pymc",
@@ -121,6 +123,7 @@ __all__ = [
     "fisher_information_tensor",
     "SMMALA",
     "sample",
+    "sample_posterior_predictive",
     "sampling_compile_kwargs",
     "OdeSolution",
     "OdeSolverError",

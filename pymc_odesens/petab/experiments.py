@@ -122,9 +122,9 @@ def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experime
         # empty, not NaN: petab's check for time-point-specific overrides groups once with
         # and once without NaN keys, and would count experiments without pre-equilibration
         # as such overrides when others have it
-        without_overrides[C.PREEQUILIBRATION_CONDITION_ID] = without_overrides[
-            C.PREEQUILIBRATION_CONDITION_ID
-        ].fillna("")
+        without_overrides[C.PREEQUILIBRATION_CONDITION_ID] = (
+            without_overrides[C.PREEQUILIBRATION_CONDITION_ID].astype(object).fillna("")
+        )
     mapping = petab.get_optimization_to_simulation_parameter_mapping(
         condition_df=problem.condition_df,
         measurement_df=without_overrides,

@@ -27,7 +27,11 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
-from pymc_odesens.pymc.sampling import sample, sampling_compile_kwargs
+from pymc_odesens.pymc.sampling import (
+    sample,
+    sample_posterior_predictive,
+    sampling_compile_kwargs,
+)
 from pymc_odesens.pymc.smmala import SMMALA
 from pymc_odesens.pymc.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
 from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
@@ -57,6 +61,7 @@ __all__ = [
     "fisher_information_tensor",
     "SMMALA",
     "sample",
+    "sample_posterior_predictive",
     "sampling_compile_kwargs",
     "pbs_branch_counts",
     "pbs_branch_summary",

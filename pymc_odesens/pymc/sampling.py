@@ -12,9 +12,16 @@ so only the first compile of a model costs seconds.
 
 from __future__ import annotations
 
+import warnings
+
 import pymc as pm
 
-__all__ = ["sample", "sampling_compile_kwargs"]
+from pymc_odesens.pymc.rejection import FailurePenalty
+
+__all__ = ["sample", "sample_posterior_predictive", "sampling_compile_kwargs"]
+
+# PyMC's warning whenever a model has potentials (pymc.sampling.forward)
+_POTENTIALS_WARNING = "The effect of Potentials on other parameters is ignored"
 
 
 def sampling_compile_kwargs(model: pm.Model | None = None) -> dict:
@@ -61,3 +68,42 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     if kwargs.get("nuts_sampler", "pymc") == "pymc" and kwargs.get("compile_kwargs") is None:
         kwargs["compile_kwargs"] = sampling_compile_kwargs(model)
     return pm.sample(draws, model=model, **kwargs)
+
+
+def _only_failure_potentials(model: pm.Model) -> bool:
+    """Whether every potential of ``model`` is a solver-failure rejection of this package."""
+    return all(
+        potential.owner is not None and isinstance(potential.owner.op, FailurePenalty)
+        for potential in model.potentials
+    )
+
+
+def sample_posterior_predictive(trace, *, model: pm.Model | None = None, **kwargs):
+    """:func:`pymc.sample_posterior_predictive`, without PyMC's potentials warning when the
+    only potentials are this package's solver-failure rejections.
+
+    ``ode_solution`` inside a model adds a ``pm.Potential`` that is ``-inf`` when a solve
+    fails (``on_failure="reject"``) and ``0`` otherwise. PyMC warns that potentials are
+    ignored in predictive sampling; for these it is harmless: every posterior draw had a
+    successful solve (a failed one is never accepted), so the potential is ``0`` at every
+    draw and ignoring it changes nothing. The warning is kept when the model has any other
+    potential (one of the user's, whose effect on the predictive may matter).
+
+    Parameters
+    ----------
+    trace : arviz.InferenceData or xarray.Dataset
+        Posterior draws, as for :func:`pymc.sample_posterior_predictive`.
+    model : pymc.Model, optional
+        Default: the model in context.
+    **kwargs
+        Any argument of :func:`pymc.sample_posterior_predictive`.
+
+    Returns
+    -------
+    arviz.InferenceData (or what :func:`pymc.sample_posterior_predictive` returns)
+    """
+    model = pm.modelcontext(model)
+    with warnings.catch_warnings():
+        if _only_failure_potentials(model):
+            warnings.filterwarnings("ignore", message=_POTENTIALS_WARNING, category=UserWarning)
+        return pm.sample_posterior_predictive(trace, model=model, **kwargs)

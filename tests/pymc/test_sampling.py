@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -53,3 +55,43 @@ def test_a_short_run_recovers_the_rate(decay_model):
     k = idata.posterior["k"].values
     assert k.shape == (1, 100)
     assert abs(k.mean() - 0.7) < 0.05
+
+
+def _draws(model, **values):
+    import arviz as az
+
+    return az.from_dict(posterior={name: np.full((1, 4), v) for name, v in values.items()})
+
+
+def test_posterior_predictive_is_quiet_about_the_failure_potential(decay_model):
+    trace = _draws(decay_model, k=0.7)
+    with decay_model:
+        with pytest.warns(UserWarning, match="Potentials on other parameters is ignored"):
+            pm.sample_posterior_predictive(trace, progressbar=False, random_seed=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            predictive = pymc_odesens.sample_posterior_predictive(
+                trace, progressbar=False, random_seed=1
+            )
+    obs = predictive.posterior_predictive["obs"].values
+    assert obs.shape == (1, 4, 10, 2)
+    # draws around the solution at k = 0.7 with the model's noise 0.02
+    exact = solve(
+        OdeSystem(
+            lambda t, y, p: [-p.k * y.A, p.k * y.A], states=["A", "B"], params=["k"], name="decay_s"
+        ),
+        [1.0, 0.0],
+        np.linspace(0.5, 5.0, 10),
+        [0.7],
+        method="rk45",
+    ).y
+    assert np.abs(obs - exact).max() < 0.02 * 6
+
+
+def test_posterior_predictive_keeps_the_warning_for_a_users_potential(decay_model):
+    with decay_model.copy() as model:
+        pm.Potential("users_own", -((model["k"] - 0.7) ** 2))
+        with pytest.warns(UserWarning, match="Potentials on other parameters is ignored"):
+            pymc_odesens.sample_posterior_predictive(
+                _draws(model, k=0.7), progressbar=False, random_seed=1
+            )
