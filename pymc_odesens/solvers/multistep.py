@@ -14,6 +14,14 @@ the dense output. Everything else is shared and follows CVODE:
   an old Jacobian; after a failure with a fresh Jacobian the step is divided
   by 4, and 10 failures in one step end the integration;
 - after three error-test failures in one step the order drops to 1;
+- a step shorter than ``EXACT_STEP_ULPS`` ulps of ``t`` is one that ``t`` can make:
+  ``h`` is rounded to ``(t + h) - t`` (the history rescaled, rarely: a step that ``t``
+  makes stays one until ``t`` crosses a power of two), so that ``f`` is evaluated at the
+  times the formula assumes. CVODE takes ``t + h`` as it rounds; where ``f`` changes fast
+  in time (an input ramp at ``t = 1800``, ``x'' = 3.8e9``) the half-ulp offset in time
+  alone is an error of ``h |x''| ulp/2``, above an absolute tolerance of 1e-16 for any
+  step longer than an ulp. The step size underflows when it falls below one ulp of ``t``
+  (CVODE only warns that ``t + h == t``);
 - order and step are re-selected from error estimates at orders q-1, q, q+1
   once q+1 steps of equal size have been taken.
 
@@ -115,6 +123,12 @@ LU_MAX_AGE = 20  # CVODE's msbp
 JAC_MAX_AGE = 50  # CVODE's msbj
 MAX_CONVERGENCE_FAILURES = 10  # CVODE's maxncf
 ERROR_FAILURES_BEFORE_ORDER_ONE = 3  # CVODE's mxnef1
+# A step shorter than this many ulps of t is rounded to the one t can make, (t + h) - t
+# (longer ones: evaluating f half an ulp off costs h |y''| ulp / 2, negligible beside the
+# step's truncation error); a rounding by a relative amount above ROUNDING_RESTARTS_COUNT
+# restarts the count of equal steps (as any other change of h)
+EXACT_STEP_ULPS = 2.0**20
+ROUNDING_RESTARTS_COUNT = 1e-6
 # Order/step selection after q+1 equal steps: CVODE's biases against changing the
 # order (error estimates at q-1, q, q+1 are inflated by these factors) and its
 # threshold below which h is kept so that the factorisation stays valid.
@@ -427,8 +441,8 @@ def run_multistep(
         accepted = False
         n_iter = 0
         while not accepted:
-            min_step = 10.0 * (np.nextafter(t, np.inf) - t)
-            if h < min_step:
+            ulp = np.nextafter(t, np.inf) - t
+            if h < ulp:
                 info[0], info[1] = t, h
                 if last_non_finite >= 0:
                     info[2] = last_non_finite
@@ -442,6 +456,14 @@ def run_multistep(
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
                 h = t_limit - t
+            elif h < EXACT_STEP_ULPS * ulp and t_new - t != h:
+                # t cannot make the step h: take the one it makes, so that the formula's
+                # h is the difference of the times at which f is evaluated
+                factor = (t_new - t) / h
+                _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
+                if abs(factor - 1.0) > ROUNDING_RESTARTS_COUNT:
+                    n_equal_steps = 0
+                h = t_new - t
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
             error_weights(y_pred, y_pred, rtol, atol, n, weights)
             if not have_lu or abs(c / c_lu - 1.0) > LU_GAMMA_CHANGE or lu_age >= LU_MAX_AGE:

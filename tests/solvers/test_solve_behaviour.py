@@ -83,6 +83,36 @@ def test_nonzero_t0_and_time_dependent_rhs():
         np.testing.assert_allclose(result.y[:, 0], exact, rtol=1e-7)
 
 
+@pytest.mark.parametrize("method", ["bdf", "adams"])
+def test_steps_of_a_few_ulps_of_t(method):
+    """An input switched on at t0 = 1800 (a restart at an SBML switching time, as in
+    Chen_MSB2009): the product x starts at zero with x'' = 3.8e9, so at an absolute
+    tolerance of 1e-16 the first steps are a few ulps of t (one ulp is 2.3e-13) long. A
+    step t + h rounds to the ulp: unless h is the step t makes, f is evaluated up to half
+    an ulp away from where the formula assumes, an error of h x'' ulp / 2 in x, above the
+    tolerance (this underflowed at h = 1.6e-12, then the floor of 10 ulps)."""
+    a, reservoir, t0 = 3.8e9, 1.2e9, 1800.0
+    system = OdeSystem(
+        lambda t, y, p: [p.a * (t - 1800.0), -p.a * (t - 1800.0)],
+        states=["x", "r"],
+        params=["a"],
+    )
+    times = t0 + np.array([1e-6, 1e-3, 1e-2])
+    result = solve(
+        system,
+        [0.0, reservoir],
+        times,
+        [a],
+        t0=t0,
+        method=method,
+        relative_tolerance=1e-8,
+        absolute_tolerance=1e-16,
+    )
+    tau = times - t0
+    np.testing.assert_allclose(result["x"], a * tau**2 / 2, rtol=1e-7)
+    np.testing.assert_allclose(result["r"], reservoir - a * tau**2 / 2, rtol=1e-12)
+
+
 @pytest.mark.parametrize("method", ALL)
 def test_statistics_are_counted(oscillator, method):
     stats = solve(oscillator, [1.0, 0.0], [10.0], [0.15], method=method).stats
