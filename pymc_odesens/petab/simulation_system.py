@@ -29,20 +29,68 @@ from pymc_odesens.petab.time_switches import TimeSwitch, find_time_switches
 __all__ = ["SimulationSystem"]
 
 
-def _switch_events(switches: list[TimeSwitch], n_model: int, name: str) -> list[ExplicitEvent]:
-    """One explicit event per switch: at ``tau(p)`` its state takes the value after it."""
+def _switch_events(
+    switches: list[TimeSwitch], n_model: int, name: str, condition_times: list
+) -> list[ExplicitEvent]:
+    """One explicit event per switch: at ``tau(p)`` its state takes the value after it.
+
+    A switch whose time every condition gives as a number (``condition_times[k]``: the
+    distinct positive values) fires instead at each of those numbers, constant times, and
+    takes its value after the switch where ``tau(p)`` is at or before that time: two such
+    switches that coincide in one condition then share a time that does not move with the
+    parameters, and the sensitivity across them is defined (with a parameter-driven event
+    time each, the engine refuses it as one-sided). The parameters that set these times
+    are never estimated (PEtab fixes them per condition); the simulated system's derivative
+    with respect to them leaves out the time's dependence.
+    """
     events = []
-    for k, switch in enumerate(switches):
+    for k, (switch, times) in enumerate(zip(switches, condition_times)):
         index = n_model + k
         value = sp.S.One if switch.after else sp.S.Zero
+        if times is None:
 
-        def affect(t, y, p, index=index, value=value):
-            return [value if j == index else y[j] for j in range(len(y))]
+            def affect(t, y, p, index=index, value=value):
+                return [value if j == index else y[j] for j in range(len(y))]
 
-        events.append(
-            ExplicitEvent(lambda p, tau=switch.event_time: [tau], affect=affect, name=f"switch_{k}")
-        )
+            event_times = lambda p, tau=switch.event_time: [tau]  # noqa: E731
+        else:
+            # half the smallest gap between the times: tau(p) is one of them up to the
+            # rounding of its expression
+            gaps = np.diff(times)
+            tolerance = 0.5 * float(gaps.min()) if gaps.size else 0.5 * times[0]
+            tolerance = min(tolerance, 1e-9 * max(1.0, float(times[-1])))
+
+            def affect(t, y, p, index=index, value=value, tau=switch.time, tol=tolerance):
+                switched = sp.Piecewise((value, tau - t <= tol), (y[index], True))
+                return [switched if j == index else y[j] for j in range(len(y))]
+
+            event_times = [sp.Float(v) for v in times]
+        events.append(ExplicitEvent(event_times, affect=affect, name=f"switch_{k}"))
     return events
+
+
+def _condition_times(
+    switch: TimeSwitch, experiments: list[Experiment], system: OdeSystem, end: float
+) -> np.ndarray | None:
+    """The distinct positive switching times of ``switch`` (before ``end``) over the
+    simulation conditions, if every condition gives its time as a number; else None."""
+    nominal = dict(zip(system.params, system.p_nominal))
+    ids = dict(zip(system.param_symbols, system.params))
+    symbols = sorted(switch.time.free_symbols, key=str)
+    if not symbols or any(symbol not in ids for symbol in symbols):
+        return None
+    times = set()
+    for experiment in experiments:
+        values = {}
+        for symbol in symbols:
+            value = experiment.parameters.get(ids[symbol], nominal[ids[symbol]])
+            if not _is_number(value) or math.isnan(value):
+                return None
+            values[symbol] = sp.Float(float(value))
+        tau = float(switch.time.xreplace(values))
+        if tau > 0 and tau <= end:
+            times.add(tau)
+    return np.array(sorted(times)) if times else None
 
 
 def _is_number(value) -> bool:
@@ -207,6 +255,8 @@ class SimulationSystem:
             stoichiometry = np.concatenate([rows, zeros]) if len(switches) else rows
         outputs = {k: sp.sympify(v).xreplace(substitution) for k, v in model_system.outputs.items()}
 
+        condition_times = [_condition_times(w, experiments, model_system, end) for w in switches]
+
         def make(events: bool) -> OdeSystem:
             system = OdeSystem.from_expressions(rhs, model_system.t, states, params, name=name)
             if events:
@@ -220,7 +270,9 @@ class SimulationSystem:
             system.t0 = 0.0
             system.source = model_system.source
             if events and switches:
-                system.set_events(_switch_events(switches, len(model_system.states), name))
+                system.set_events(
+                    _switch_events(switches, len(model_system.states), name, condition_times)
+                )
             return system
 
         system = make(True)

@@ -29,7 +29,9 @@ at or after the last output time, where the condition still has its value before
 switch (``t <= 3600`` with measurements up to 3600), never switches while simulated
 (:meth:`TimeSwitch.unchanged_through`) and keeps that value, unless a steady state is
 simulated (pre-equilibration, ``inf`` measurements), which takes every switch after its
-time.
+time. A switching time that every condition fixes as a number fires at those numbers,
+constant times (:mod:`pymc_odesens.petab.simulation_system`), so that switches that
+coincide in one condition share a time that does not move with the parameters.
 Conditions of other forms are left to the integrator's step-size control.
 """
 
@@ -122,7 +124,8 @@ def find_time_switches(expressions, t: sp.Symbol, state_symbols, param_symbols) 
     states, params = set(state_symbols), set(param_symbols)
     found: dict = {}
     for expr in expressions:
-        for relation in sp.sympify(expr).atoms(sp.Rel):
+        # sorted: a set's order follows the symbols' hashes, which vary between processes
+        for relation in sorted(sp.sympify(expr).atoms(sp.Rel), key=sp.default_sort_key):
             if relation in found or t not in relation.free_symbols:
                 continue
             if relation.free_symbols & states or not relation.free_symbols <= params | {t}:

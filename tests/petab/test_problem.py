@@ -4,6 +4,7 @@ collection does not exercise, log-likelihood, gradients on every route, errors."
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from petab.v1.calculate import calculate_single_llh
 
@@ -13,6 +14,7 @@ from tests.petab.turnover import (
     edited_turnover_problem,
     turnover_observables,
     turnover_sbml,
+    turnover_solution,
     write_turnover_problem,
 )
 
@@ -180,3 +182,63 @@ def test_time_switch_in_the_model(tmp_path):
     a = np.where(t > 0.75, u / k * (1 - np.exp(-k * (t - 0.75))), 0.0)
     expected = a * math.exp(theta["b"] * theta["c"]) + 0.4 * theta["d"]
     np.testing.assert_allclose(simulated.loc[row, "simulation"], expected, rtol=1e-7)
+
+
+def _switched_turnover(t: float, a0: float, k: float, switches: list) -> float:
+    """``A(t)`` of ``dA/dt = sum of rates switched on at their times - k A`` from ``A(0)``."""
+    a, start, rate = a0, 0.0, 0.0
+    for on, extra in sorted(switches) + [(math.inf, 0.0)]:
+        stop = min(on, t)
+        if stop > start:
+            a = float(turnover_solution(stop - start, a, rate, k))
+            start = stop
+        if on > t:
+            return a
+        rate += extra
+    return a
+
+
+@pytest.mark.parametrize("route", ["forward", "adjoint", "discrete_adjoint"])
+def test_time_switches_that_coincide_in_one_condition(tmp_path, route):
+    # two inputs switched on at times the condition table fixes; in 'stim' both at 0.75,
+    # so their events coincide (with an event time per parameter each the engine refused
+    # the sensitivity as one-sided; Isensee_JCB2018 has such a pair at t = 60)
+    sbml = turnover_sbml(
+        a0=0.0,
+        production="piecewise(0, time < t_a, u) + piecewise(0, time < t_b, 2 * u)",
+        parameters={"t_a": 0.75, "t_b": 0.75},
+    )
+    yaml = write_turnover_problem(tmp_path / "switches", sbml)
+    conditions = pd.read_csv(yaml.parent / "conditions.tsv", sep="\t")
+    conditions["t_a"] = [0.75, 0.75, 1.5, 0.75]
+    conditions["t_b"] = [0.75, 0.75, 0.75, 2.0]
+    conditions.to_csv(yaml.parent / "conditions.tsv", sep="\t", index=False)
+    problem = PetabProblem.from_yaml(
+        yaml, sensitivity=route, relative_tolerance=1e-10, absolute_tolerance=1e-12
+    )
+    # the times are the table's numbers, constants of the events
+    times = sorted(list(map(float, e.times)) for e in problem.system.events)
+    assert times == [[0.75, 1.5], [0.75, 2.0]]
+    theta = dict(zip(problem.parameters.ids, problem.parameters.unscale(None)))
+    k, u = theta["k"], theta["u_stim"]
+    simulated = problem.simulate()
+    stim = simulated[
+        (simulated["simulationConditionId"] == "stim") & (simulated["observableId"] == "obs_log_b")
+    ]
+    a = [_switched_turnover(t, 0.0, k, [(0.75, u), (0.75, 2 * u)]) for t in stim["time"]]
+    expected = np.array(a) * math.exp(theta["b"] * theta["c"]) + 0.4 * theta["d"]
+    np.testing.assert_allclose(stim["simulation"], expected, rtol=1e-7)
+    later = simulated[simulated["simulationConditionId"] == "stim_set"]
+    a = [_switched_turnover(t, 3.0, k, [(0.75, u), (2.0, 2 * u)]) for t in later["time"]]
+    np.testing.assert_allclose(later["simulation"], theta["scale"] * np.array(a), rtol=1e-7)
+    # the gradient across the coinciding events against central differences
+    x = problem.x_nominal + 0.05
+    gradient = problem.log_likelihood_gradient(x)
+    h = 1e-5
+    central = np.array(
+        [
+            (problem.log_likelihood(x + h * e) - problem.log_likelihood(x - h * e)) / (2 * h)
+            for e in np.eye(len(x))
+        ]
+    )
+    np.testing.assert_allclose(gradient, central, rtol=1e-6, atol=1e-4)

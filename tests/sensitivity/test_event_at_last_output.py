@@ -11,13 +11,8 @@ import pytest
 
 from pymc_odesens import OdeSystem, adjoint_gradient, solve_sensitivity
 from pymc_odesens.model import ExplicitEvent
+from tests.sensitivity.tight_tolerances import TIGHT, TIGHT_ADJOINT_PHASES
 
-TIGHT = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
-PHASES = [
-    (tol, phase)
-    for tol in ("relative", "absolute")
-    for phase in ("forward", "backward", "quadrature")
-]
 TIMES = [0.5, 1.0, 2.0]
 K, A = 0.7, 1.3
 
@@ -61,7 +56,7 @@ def test_adjoints(switch_at_end, adjoint_method, solver):
         adjoint_method=adjoint_method,
         solver_forward=solver,
         solver_backward=solver,
-        **{f"{tol}_tolerance_{phase}": TIGHT[f"{tol}_tolerance"] for tol, phase in PHASES},
+        **TIGHT_ADJOINT_PHASES,
     )
     assert g.y[-1, 0] == pytest.approx(A * math.exp(-2.0 * K), rel=1e-8)
     np.testing.assert_allclose(g.params, closed_form_gradient(), rtol=1e-7)

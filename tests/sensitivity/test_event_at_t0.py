@@ -12,13 +12,8 @@ import pytest
 
 from pymc_odesens import OdeSystem, adjoint_gradient, ode_solution, solve_sensitivity
 from pymc_odesens.model import ExplicitEvent
+from tests.sensitivity.tight_tolerances import TIGHT, TIGHT_ADJOINT_PHASES
 
-TIGHT = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
-PHASES = [
-    (tol, phase)
-    for tol in ("relative", "absolute")
-    for phase in ("forward", "backward", "quadrature")
-]
 TIMES = [0.0, 1.0]
 # x' = -k x, x(0+) = x0 + 1: y = [x0 + 1, (x0 + 1) e^-k]; L = sum y at x0 = k = 1
 EXPECTED_Y = [2.0, 2.0 * math.exp(-1.0)]
@@ -56,7 +51,7 @@ def test_adjoints(dose_at_t0, adjoint_method, solver):
         adjoint_method=adjoint_method,
         solver_forward=solver,
         solver_backward=solver,
-        **{f"{tol}_tolerance_{phase}": TIGHT[f"{tol}_tolerance"] for tol, phase in PHASES},
+        **TIGHT_ADJOINT_PHASES,
     )
     np.testing.assert_allclose(g.y[:, 0], EXPECTED_Y, rtol=1e-8)
     assert g.y0[0] == pytest.approx(EXPECTED_GRADIENT["y0"], rel=1e-7)
