@@ -68,6 +68,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--sampler", choices=("pymc", "nutpie"), default="pymc", help="NUTS of PyMC or nutpie"
     )
     parser.add_argument(
+        "--low-rank-mass-matrix",
+        action="store_true",
+        help="nutpie: adapt a low-rank modified mass matrix (for posteriors with strongly "
+        "correlated directions, such as products of a scaling factor and an initial amount)",
+    )
+    parser.add_argument(
         "--sensitivity",
         default="auto",
         choices=("auto", "forward", "adjoint", "discrete_adjoint"),
@@ -80,6 +86,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.problem = args.problem or default_problem()
     return args
+
+
+def _sampler_kwargs(args) -> dict:
+    """nutpie's own options (``nuts_sampler_kwargs``)."""
+    if not args.low_rank_mass_matrix:
+        return {}
+    if args.sampler != "nutpie":
+        raise SystemExit("--low-rank-mass-matrix needs --sampler nutpie")
+    return {"nuts_sampler_kwargs": {"low_rank_modified_mass_matrix": True}}
 
 
 def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
@@ -97,6 +112,7 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
             nuts_sampler=args.sampler,
             progressbar=not args.no_progressbar,
             compute_convergence_checks=False,
+            **_sampler_kwargs(args),
         )
     wall = time.perf_counter() - start
     thinned = idata.sel(
@@ -210,6 +226,9 @@ def main(argv=None) -> dict:
     print(summary.to_string())
     rhat_max = float(summary["r_hat"].max())
     divergences = int(idata.sample_stats["diverging"].sum())
+    if "n_steps" in idata.sample_stats:
+        steps = idata.sample_stats["n_steps"].values
+        print(f"leapfrog steps per draw: mean {steps.mean():.0f}, max {steps.max():.0f}")
     print(
         f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
         f"sampling wall time {wall:.1f} s ({args.chains} chains x {args.draws} draws, "
