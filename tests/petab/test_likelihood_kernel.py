@@ -11,7 +11,7 @@ import pytest
 from pymc_odesens.codegen.cache import artefact_path
 from pymc_odesens.petab import PetabError, PetabProblem
 from pymc_odesens.petab.noise import measurement_distribution
-from pymc_odesens.petab.problem import PYTHON_THUNKS
+from pymc_odesens.petab.problem import python_mode
 from tests.petab.turnover import edited_turnover_problem, write_turnover_problem
 
 TOLERANCES = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
@@ -40,7 +40,7 @@ def test_kernel_equals_the_measurement_distributions(turnover):
         terms.append(pm.logp(dist, o.group.data).sum())
     llh = pt.sum(pt.stack(terms))
     outputs = [llh, pytensor.grad(llh, x)]
-    distributions = pytensor.function([x], outputs, mode=PYTHON_THUNKS)
+    distributions = pytensor.function([x], outputs, mode=python_mode())
     for shift in (0.0, 0.07):
         x0 = turnover.x_nominal + shift
         expected_value, expected_gradient = distributions(x0)
