@@ -269,7 +269,9 @@ def main(argv=None) -> None:
         "'' for none",
     )
     parser.add_argument(
-        "--output", default="bench_petab", help="results file name (benchmarks/results/<output>.json)"
+        "--output",
+        default="bench_petab",
+        help="results file name (benchmarks/results/<output>.json)",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
