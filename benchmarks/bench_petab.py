@@ -3,7 +3,8 @@ against AMICI's model build, and (issue "steady states") pre-equilibration on Br
 
 Run:  python benchmarks/bench_petab.py                  (the nine problems without Chen)
       python benchmarks/bench_petab.py --problems Boehm_JProteomeRes2014,Chen_MSB2009
-      (writes results/bench_petab.json; AMICI builds each model once, minutes each)
+      (writes results/bench_petab.json, or results/<name>.json with --output <name>;
+      AMICI builds each model once, minutes each)
 
 For every problem of ``../shared/petab`` (``$PYMC_ODESENS_SHARED_DIR/petab``), at AMICI's
 default tolerances (rtol 1e-8, atol 1e-16) and the same step budget (100 000 steps between
@@ -267,6 +268,11 @@ def main(argv=None) -> None:
         help="problems timed as a new install (a package copy with an empty numba cache); "
         "'' for none",
     )
+    parser.add_argument(
+        "--output",
+        default="bench_petab",
+        help="results file name (benchmarks/results/<output>.json)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -300,7 +306,7 @@ def main(argv=None) -> None:
     load_end = common.report_load("at end")
     results["load_average"] = {"start": load_start, "end": load_end}
     report(results)
-    path = common.write_results("bench_petab", results)
+    path = common.write_results(args.output, results)
     progress(f"wrote {path}")
 
 

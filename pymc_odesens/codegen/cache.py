@@ -15,10 +15,10 @@ live in :func:`kernel_directory`:
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from pathlib import Path
+
+from pymc_odesens.model.disk_cache import cache_directory, write_atomically
 
 __all__ = [
     "GENERATION_LOCK",
@@ -27,19 +27,6 @@ __all__ = [
     "kernel_directory",
     "write_atomically",
 ]
-
-
-def cache_directory() -> Path:
-    """Directory holding generated kernels.
-
-    ``$PYMC_ODESENS_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc_odesens``
-    (``~/.cache/pymc_odesens``).
-    """
-    configured = os.environ.get("PYMC_ODESENS_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pymc_odesens"
 
 
 def kernel_directory() -> Path:
@@ -52,20 +39,6 @@ def kernel_directory() -> Path:
 def artefact_path(key: str, suffix: str) -> Path:
     """Path of the artefact ``suffix`` (``.py``, ``.json``, ``.rhs.o``, ...) of ``key``."""
     return kernel_directory() / f"kernels_{key}{suffix}"
-
-
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` so that concurrent readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 GENERATION_LOCK = threading.RLock()

@@ -15,6 +15,7 @@ from pymc_odesens.model.conservation import (
     find_conservation_laws,
     validate_stoichiometry,
 )
+from pymc_odesens.model.conservation_cache import cached_conservation_laws
 from pymc_odesens.model.derivatives import (
     jacobian_vector_product,
     jacobian_wrt_params,
@@ -393,16 +394,20 @@ class OdeSystem:
         """The linear conservation laws ``C y = const`` (:mod:`pymc_odesens.model.conservation`).
 
         Found exactly from :attr:`stoichiometry` when set, else from the structure of the
-        right-hand side; computed once.
+        right-hand side; computed once per system and kept in the cache directory, so that
+        later processes read them (:mod:`pymc_odesens.model.conservation_cache`).
         """
-        return find_conservation_laws(
-            self.rhs_expressions,
-            self.t,
-            self.state_symbols,
-            self.param_symbols,
-            self.states,
-            self.J_y,
-            self.stoichiometry,
+        return cached_conservation_laws(
+            self,
+            lambda: find_conservation_laws(
+                self.rhs_expressions,
+                self.t,
+                self.state_symbols,
+                self.param_symbols,
+                self.states,
+                self.J_y,
+                self.stoichiometry,
+            ),
         )
 
     @property

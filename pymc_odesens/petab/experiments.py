@@ -3,8 +3,9 @@
 An *experiment* is one combination of a ``simulationConditionId`` and an optional
 ``preequilibrationConditionId`` of the measurement table
 (``petab.get_simulation_conditions``). For each, the petab library's parameter mapping
-(``get_optimization_to_simulation_parameter_mapping``) gives every model parameter's value
-during pre-equilibration and simulation: a number, or the id of an estimated parameter.
+(``get_parameter_mapping_for_condition``, once per distinct condition) gives every model
+parameter's value during pre-equilibration and simulation: a number, or the id of an
+estimated parameter.
 Condition-table columns that name species set initial values instead; they are collected
 here as :class:`SpeciesOverride` entries (a number, a parameter id, or NaN: keep the
 model's value). Experiments with pre-equilibration come after those without, so each group
@@ -25,8 +26,6 @@ from pymc_odesens.model import OdeSystem
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 
 __all__ = ["Experiment", "read_experiments"]
-
-_OUTPUT_OVERRIDES = (C.OBSERVABLE_PARAMETERS, C.NOISE_PARAMETERS)
 
 
 @dataclass(frozen=True)
@@ -98,6 +97,43 @@ def _state_columns(system: OdeSystem, condition_df: pd.DataFrame, model) -> list
     return columns
 
 
+class _ConditionMapping:
+    """Each model parameter's value in one condition (petab's
+    ``get_parameter_mapping_for_condition``), computed once per condition and role.
+
+    Measurement-specific overrides (``observableParameters``, ``noiseParameters``) are
+    resolved per measurement (:mod:`pymc_odesens.petab.measurements`), so the mapping of a
+    condition depends on the condition alone: not on the experiment it is part of. petab's
+    ``get_optimization_to_simulation_parameter_mapping`` maps both conditions of every
+    experiment; the same condition recurs in many experiments (a pre-equilibration
+    condition typically in all of them).
+    """
+
+    def __init__(self, problem: petab.Problem) -> None:
+        self.problem = problem
+        self.model_parameters = dict(problem.model.get_free_parameter_ids_with_values())
+        self._mappings: dict[tuple[str, bool], dict] = {}
+
+    def __call__(self, condition_id: str, preequilibration: bool) -> dict:
+        key = (condition_id, preequilibration)
+        found = self._mappings.get(key)
+        if found is None:
+            values, _ = petab.get_parameter_mapping_for_condition(
+                condition_id=condition_id,
+                is_preeq=preequilibration,
+                cur_measurement_df=None,
+                model=self.problem.model,
+                condition_df=self.problem.condition_df,
+                parameter_df=self.problem.parameter_df,
+                simulation_parameters=self.model_parameters,
+                warn_unmapped=False,
+                scaled_parameters=False,
+                fill_fixed_parameters=True,
+            )
+            found = self._mappings[key] = values
+        return dict(found)
+
+
 def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experiment]:
     """The experiments of a PEtab problem, those without pre-equilibration first.
 
@@ -113,31 +149,10 @@ def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experime
     """
     measurement_df = problem.measurement_df
     conditions = petab.get_simulation_conditions(measurement_df)
-    # measurement-specific overrides are resolved per measurement (measurements.py); the
-    # mapping here is that of the model's parameters only
-    without_overrides = measurement_df.drop(
-        columns=[c for c in _OUTPUT_OVERRIDES if c in measurement_df.columns]
-    )
-    if C.PREEQUILIBRATION_CONDITION_ID in without_overrides:
-        # empty, not NaN: petab's check for time-point-specific overrides groups once with
-        # and once without NaN keys, and would count experiments without pre-equilibration
-        # as such overrides when others have it
-        without_overrides[C.PREEQUILIBRATION_CONDITION_ID] = (
-            without_overrides[C.PREEQUILIBRATION_CONDITION_ID].astype(object).fillna("")
-        )
-    mapping = petab.get_optimization_to_simulation_parameter_mapping(
-        condition_df=problem.condition_df,
-        measurement_df=without_overrides,
-        parameter_df=problem.parameter_df,
-        model=problem.model,
-        simulation_conditions=conditions,
-        warn_unmapped=False,
-        scaled_parameters=False,
-        fill_fixed_parameters=True,
-    )
+    mapping = _ConditionMapping(problem)
     species_columns = _state_columns(system, problem.condition_df, problem.model)
     experiments = []
-    for (_, row), (pre_map, sim_map, _, _) in zip(conditions.iterrows(), mapping):
+    for _, row in conditions.iterrows():
         simulation = row[C.SIMULATION_CONDITION_ID]
         pre = row.get(C.PREEQUILIBRATION_CONDITION_ID, "")
         pre = pre if isinstance(pre, str) and pre else None
@@ -145,8 +160,8 @@ def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experime
             Experiment(
                 simulation=simulation,
                 preequilibration=pre,
-                parameters=dict(sim_map),
-                preequilibration_parameters=dict(pre_map),
+                parameters=mapping(simulation, preequilibration=False),
+                preequilibration_parameters=mapping(pre, preequilibration=True) if pre else {},
                 species={
                     s: _condition_entry(problem.condition_df, simulation, s)
                     for s in species_columns

@@ -141,18 +141,24 @@ class PetabGraph:
             z, None, z[self.preequilibration_parameters], options, "preequilibration"
         )
         mask = self.reinitialize.copy()
-        columns = [z[self.reinitial_values[:, i]] for i in range(system.n_states)]
-        for k, switch in enumerate(sim.switches):
-            i = sim.n_model_states + k
-            mask[:, i] = True
-            values = {s: params[:, j] for j, s in enumerate(system.param_symbols)}
-            columns[i] = pt.broadcast_to(
-                expression_tensor(switch.initial, values, f"time switch {switch.condition}"),
-                (n_pre,),
-            )
+        mask[:, sim.n_model_states :] = True  # the switch states, set for t = 0
         if not mask.any():
             return y_star
-        return pt.where(mask, pt.stack(columns, axis=1), y_star)
+        # one gather for every state (a few nodes in the graph and its gradient, not N)
+        initial = z[self.reinitial_values]
+        if sim.switches:
+            values = {s: params[:, j] for j, s in enumerate(system.param_symbols)}
+            switches = [
+                pt.broadcast_to(
+                    expression_tensor(switch.initial, values, f"time switch {switch.condition}"),
+                    (n_pre,),
+                )
+                for switch in sim.switches
+            ]
+            initial = pt.concatenate(
+                [initial[:, : sim.n_model_states], pt.stack(switches, axis=1)], axis=1
+            )
+        return pt.where(mask, initial, y_star)
 
     def observables(self, z, y) -> list[ObservableTensors]:
         """``h`` and ``sigma`` of every measurement, per observable."""

@@ -85,7 +85,9 @@ def _bind(
 ) -> sp.Expr:
     outputs = system.outputs
     replacement = {}
-    for symbol in expr.free_symbols:
+    # in name order: the order of table_parameters is part of the likelihood kernel's
+    # cache key, and a set's order varies between processes
+    for symbol in sorted(expr.free_symbols, key=lambda s: s.name):
         name = symbol.name
         if name in placeholders:
             replacement[symbol] = placeholders[name]

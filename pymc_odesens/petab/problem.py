@@ -15,7 +15,7 @@ import pytensor
 import pytensor.tensor as pt
 from petab.v1 import C
 from pytensor.compile.mode import Mode
-from pytensor.link.vm import VMLinker
+from pytensor.link.basic import PerformLinker
 
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.petab.citation import publication
@@ -36,10 +36,20 @@ from pymc_odesens.petab.solver_options import SolverOptions
 
 __all__ = ["PetabProblem"]
 
-PYTHON_THUNKS = Mode(linker=VMLinker(c_thunks=False, use_cloop=False), optimizer="fast_run")
-"""The mode of the functions outside PyMC: the graph is a few dozen nodes around the
-simulation and likelihood Ops, so PyTensor's C backend would buy nothing per call and cost
-seconds per process (loading its compiled-module cache, probing the compiler)."""
+
+def python_mode() -> Mode:
+    """The mode of the functions outside PyMC: each node's Python ``perform``, in order,
+    after PyTensor's ``fast_compile`` rewrites.
+
+    The graph is a few dozen nodes around the simulation and likelihood Ops, which do all
+    the work. PyTensor's C backend would buy nothing per call and cost seconds per process
+    (loading its compiled-module cache, probing the compiler); ``fast_run``'s rewrites and
+    the virtual machine's linker cost ~0.3-0.4 s more in a new process (the first use of
+    their rewrite passes; the linker imports setuptools) for the same time per call
+    (measured on Boehm, Fujita and Isensee: benchmarks/README.md). A new linker each time:
+    a linker holds on to the first graph it was given.
+    """
+    return Mode(linker=PerformLinker(), optimizer="fast_compile")
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
@@ -233,7 +243,7 @@ class PetabProblem:
             x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
             if kind == "value":
                 llh = self.log_likelihood_tensor(x, "none")
-                function = pytensor.function([x], llh, mode=PYTHON_THUNKS)
+                function = pytensor.function([x], llh, mode=python_mode())
             else:
                 # value and gradient from one call of the gradient kernel
                 z = self.graph.z(x)
@@ -242,7 +252,7 @@ class PetabProblem:
                 # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
                 surrogate = pt.sum(dy * y) + pt.sum(dz * z)
                 gradient = pytensor.grad(surrogate, x, consider_constant=[dy, dz])
-                function = pytensor.function([x], [llh, gradient], mode=PYTHON_THUNKS)
+                function = pytensor.function([x], [llh, gradient], mode=python_mode())
             self._functions[key] = function
         return function
 
@@ -298,7 +308,7 @@ class PetabProblem:
             y = self.graph.states(z, self.options, "none")
             observables = self.graph.observables(z, y)
             outputs = [t for o in observables for t in (o.h, o.sigma)]
-            function = pytensor.function([x_t], outputs, mode=PYTHON_THUNKS)
+            function = pytensor.function([x_t], outputs, mode=python_mode())
             self._functions[key] = function
         outputs = function(self.parameters.check(x))
         df = self.petab_problem.measurement_df.copy()

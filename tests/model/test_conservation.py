@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import sympy as sp
 
+import pymc_odesens.model.system as system_module
 from pymc_odesens import OdeSystem, solve
 from pymc_odesens import math as om
+
+
+@pytest.fixture(autouse=True)
+def without_disk_cache(monkeypatch):
+    """These tests check the finder: laws stored by an earlier run must not stand in for it
+    (the disk cache has its own tests, test_conservation_cache.py)."""
+    monkeypatch.setattr(system_module, "cached_conservation_laws", lambda system, find: find())
 
 
 def enzyme_system() -> OdeSystem:

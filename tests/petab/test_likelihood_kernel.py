@@ -2,6 +2,11 @@
 the measurement distributions of the PyMC model, cached under a key that follows its code,
 and its errors."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pymc as pm
 import pytensor
@@ -11,9 +16,10 @@ import pytest
 from pymc_odesens.codegen.cache import artefact_path
 from pymc_odesens.petab import PetabError, PetabProblem
 from pymc_odesens.petab.noise import measurement_distribution
-from pymc_odesens.petab.problem import PYTHON_THUNKS
+from pymc_odesens.petab.problem import python_mode
 from tests.petab.turnover import edited_turnover_problem, write_turnover_problem
 
+REPO = Path(__file__).resolve().parents[2]
 TOLERANCES = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
 
 
@@ -40,7 +46,7 @@ def test_kernel_equals_the_measurement_distributions(turnover):
         terms.append(pm.logp(dist, o.group.data).sum())
     llh = pt.sum(pt.stack(terms))
     outputs = [llh, pytensor.grad(llh, x)]
-    distributions = pytensor.function([x], outputs, mode=PYTHON_THUNKS)
+    distributions = pytensor.function([x], outputs, mode=python_mode())
     for shift in (0.0, 0.07):
         x0 = turnover.x_nominal + shift
         expected_value, expected_gradient = distributions(x0)
@@ -101,3 +107,33 @@ def test_non_positive_noise_parameter_is_an_error(tmp_path):
     problem = PetabProblem.from_yaml(edited_turnover_problem(tmp_path, "measurements.tsv", edit))
     with pytest.raises(FloatingPointError, match=r"1 measurement\(s\) have a noise parameter"):
         problem.log_likelihood()
+
+
+def _several_table_parameters(df) -> None:
+    # one formula with several parameter-table ids (a set of symbols, in hash order)
+    row = df["observableId"] == "obs_laplace"
+    df.loc[row, "observableFormula"] = "A + offset + 0.001 * scale * sigma_rel * sigma_abs"
+
+
+def test_cache_key_is_the_same_in_every_process(tmp_path):
+    # string hashes (and so the order of sets of symbols) differ between processes: the key
+    # must not follow them, or every process regenerates and recompiles the kernel
+    yaml = edited_turnover_problem(tmp_path, "observables.tsv", _several_table_parameters)
+    child = (
+        "import sys, warnings; warnings.simplefilter('ignore');"
+        "from pymc_odesens.petab import PetabProblem;"
+        "print(PetabProblem.from_yaml(sys.argv[1]).likelihood_kernel.key)"
+    )
+    keys = set()
+    for seed in ("1", "2"):  # these two order the five symbols differently
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", child, str(yaml)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        keys.add(done.stdout.strip().splitlines()[-1])
+    assert keys == {_key(yaml)}
