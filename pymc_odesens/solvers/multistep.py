@@ -352,8 +352,9 @@ def run_multistep(
     n = y0.size
     n_times = times.size
     out_index = 0
-    # a run that ends where it starts (an event at the last output time) records nothing:
-    # the caller adds these counts to its totals
+    # this run's record and step-log counts start at zero, also for a run that ends where
+    # it starts (an event at the last output time), which records nothing: the caller
+    # adds these counts to its totals
     rec_count[0] = 0
     op_count[0] = 0
     op_count[1] = 0
@@ -403,7 +404,6 @@ def run_multistep(
     if bad >= 0:
         info[0], info[1], info[2] = t, 0.0, bad
         return st.NON_FINITE_RHS
-    rec_count[0] = 0
     if record_every > 0:
         if not _record(t, y0, f, rec_t, rec_y, rec_f, rec_count):
             info[0], info[1], info[2], info[3] = t, 0.0, -1, rec_t.size
@@ -413,8 +413,6 @@ def run_multistep(
     )
     stats[st.N_RHS] += 1
     _initialise(family, table, y0, f, h)
-    op_count[0] = 0
-    op_count[1] = 0
     _log_op(op_log, op_count, OP_INIT, 1, h, t)
     _snapshot(op_log, snapshots, op_count, y_cur, table)
     order = 1
