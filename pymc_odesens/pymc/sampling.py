@@ -17,6 +17,7 @@ import warnings
 import pymc as pm
 
 from pymc_odesens.pymc.rejection import FailurePenalty
+from pymc_odesens.pymc.step_assignment import one_gradient_step_assignment
 
 __all__ = ["sample", "sample_posterior_predictive", "sampling_compile_kwargs"]
 
@@ -49,7 +50,9 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     per-call overhead in the default mode (several times faster per evaluation on small
     ODE models; see docs/pymc.md). The first compile of a model takes seconds; later
     processes load it from PyTensor's cache. ``compile_kwargs={}`` gives PyTensor's
-    default mode; ``nuts_sampler="nutpie"`` compiles in NUMBA mode by itself.
+    default mode; ``nuts_sampler="nutpie"`` compiles in NUMBA mode by itself. PyMC's choice
+    of step methods takes one gradient of the log-density instead of one per variable
+    (:mod:`pymc_odesens.pymc.step_assignment`; the same choice).
 
     Parameters
     ----------
@@ -67,7 +70,8 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     model = pm.modelcontext(model)
     if kwargs.get("nuts_sampler", "pymc") == "pymc" and kwargs.get("compile_kwargs") is None:
         kwargs["compile_kwargs"] = sampling_compile_kwargs(model)
-    return pm.sample(draws, model=model, **kwargs)
+    with one_gradient_step_assignment():
+        return pm.sample(draws, model=model, **kwargs)
 
 
 def _only_failure_potentials(model: pm.Model) -> bool:
