@@ -56,9 +56,13 @@ def _key(system) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def _path(key: str) -> Path:
+    return cache_directory() / "conservation" / f"laws_{key}.json"
+
+
 def conservation_cache_path(system) -> Path:
     """The file that holds (or will hold) the conservation laws of ``system``."""
-    return cache_directory() / "conservation" / f"laws_{_key(system)}.json"
+    return _path(_key(system))
 
 
 def _digest(entry: dict) -> str:
@@ -137,7 +141,7 @@ def cached_conservation_laws(system, find: Callable[[], ConservationLaws]) -> Co
         Computes the laws (called on a miss, or when the stored entry is not valid).
     """
     key = _key(system)
-    path = cache_directory() / "conservation" / f"laws_{key}.json"
+    path = _path(key)
     try:
         laws = _decode(path.read_text(), key, tuple(system.states))
     except (OSError, ValueError, TypeError, sp.SympifyError):

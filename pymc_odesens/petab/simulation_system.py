@@ -48,23 +48,24 @@ def _switch_events(
         index = n_model + k
         value = sp.S.One if switch.after else sp.S.Zero
         if times is None:
-
-            def affect(t, y, p, index=index, value=value):
-                return [value if j == index else y[j] for j in range(len(y))]
-
             event_times = lambda p, tau=switch.event_time: [tau]  # noqa: E731
+            switched = None  # the state takes ``value``
         else:
-            # half the smallest gap between the times: tau(p) is one of them up to the
-            # rounding of its expression
+            # tau(p) is one of the times up to the rounding of its expression: a tolerance
+            # far below the smallest gap between them
             gaps = np.diff(times)
             tolerance = 0.5 * float(gaps.min()) if gaps.size else 0.5 * times[0]
             tolerance = min(tolerance, 1e-9 * max(1.0, float(times[-1])))
-
-            def affect(t, y, p, index=index, value=value, tau=switch.time, tol=tolerance):
-                switched = sp.Piecewise((value, tau - t <= tol), (y[index], True))
-                return [switched if j == index else y[j] for j in range(len(y))]
-
             event_times = [sp.Float(v) for v in times]
+            switched = (switch.time, tolerance)
+
+        def affect(t, y, p, index=index, value=value, switched=switched):
+            new = value
+            if switched is not None:
+                tau, tol = switched
+                new = sp.Piecewise((value, tau - t <= tol), (y[index], True))
+            return [new if j == index else y[j] for j in range(len(y))]
+
         events.append(ExplicitEvent(event_times, affect=affect, name=f"switch_{k}"))
     return events
 
