@@ -29,7 +29,7 @@ from pymc.distributions.transforms import Interval
 
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 
-__all__ = ["PRIOR_TYPES", "prior_variable", "prior_of"]
+__all__ = ["PRIOR_TYPES", "bounds_on_scale", "inside_bounds", "prior_variable", "prior_of"]
 
 PRIOR_TYPES = (
     C.PARAMETER_SCALE_UNIFORM,
@@ -60,6 +60,21 @@ def _scaled(value: float, scale: str) -> float:
     if value <= 0:
         return -math.inf
     return math.log(value) if scale == C.LOG else math.log10(value)
+
+
+def bounds_on_scale(lower: float, upper: float, scale: str) -> tuple[float, float]:
+    """A parameter's (linear) bounds on its ``parameterScale`` (-inf for log of 0)."""
+    return _scaled(float(lower), scale), _scaled(float(upper), scale)
+
+
+def inside_bounds(x_lower: float, x_upper: float) -> tuple[float, float]:
+    """The interval a starting value must lie in: 1e-6 of the bounds' width inside them.
+
+    The interval transform is infinite at a bound, so an initial value there is refused.
+    """
+    width = x_upper - x_lower
+    margin = 1e-6 * width if math.isfinite(width) else 0.0
+    return x_lower + margin, x_upper - margin
 
 
 def _finite(value: float) -> float | None:
@@ -137,12 +152,11 @@ def prior_variable(pid: str, row: pd.Series, scale: str, initval: float | None =
     """
     kind, parameters = prior_of(row, pid)
     lower, upper = float(row[C.LOWER_BOUND]), float(row[C.UPPER_BOUND])
-    x_lower, x_upper = _scaled(lower, scale), _scaled(upper, scale)
+    x_lower, x_upper = bounds_on_scale(lower, upper, scale)
     if not x_lower < x_upper:
         raise PetabError(f"parameter table: {pid!r} has lowerBound >= upperBound")
-    if initval is not None and math.isfinite(x_lower) and math.isfinite(x_upper):
-        margin = 1e-6 * (x_upper - x_lower)
-        initval = float(np.clip(initval, x_lower + margin, x_upper - margin))
+    if initval is not None:
+        initval = float(np.clip(initval, *inside_bounds(x_lower, x_upper)))
     if kind in (C.PARAMETER_SCALE_UNIFORM, C.PARAMETER_SCALE_NORMAL, C.PARAMETER_SCALE_LAPLACE):
         on, to_x = (x_lower, x_upper), None  # the prior is that of x
     elif kind in (C.LOG_NORMAL, C.LOG_LAPLACE):

@@ -33,6 +33,7 @@ from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
+from pymc_odesens.petab.start_values import start_values
 
 __all__ = ["PetabProblem"]
 
@@ -323,6 +324,21 @@ class PetabProblem:
         return df
 
     # the PyMC model --------------------------------------------------------------------------
+    def start_values(self, spread: float = 0.1) -> dict:
+        """Starting values for the chains: each uniform within ``spread`` of its nominal value.
+
+        On each parameter's scale and inside its bounds; give the result as ``initvals``
+        to :func:`pymc_odesens.sample` (with ``init="adapt_diag"``, so that PyMC's own
+        jitter is not added) or ``pm.sample``. Each chain draws its own start. See
+        :func:`pymc_odesens.petab.start_values.start_values`.
+
+        Parameters
+        ----------
+        spread : float
+            Half-width on the parameter scale (default 0.1); 0 for the nominal values.
+        """
+        return start_values(self.parameters, spread)
+
     def build_model(self, **options) -> pm.Model:
         """The problem as a PyMC model.
 

@@ -12,10 +12,12 @@ so only the first compile of a model costs seconds.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import pymc as pm
 
+from pymc_odesens.pymc.nutpie_start import nutpie_start
 from pymc_odesens.pymc.rejection import FailurePenalty
 from pymc_odesens.pymc.step_assignment import one_gradient_step_assignment
 
@@ -52,7 +54,11 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     processes load it from PyTensor's cache. ``compile_kwargs={}`` gives PyTensor's
     default mode; ``nuts_sampler="nutpie"`` compiles in NUMBA mode by itself. PyMC's choice
     of step methods takes one gradient of the log-density instead of one per variable
-    (:mod:`pymc_odesens.pymc.step_assignment`; the same choice).
+    (:mod:`pymc_odesens.pymc.step_assignment`; the same choice). With
+    ``nuts_sampler="nutpie"``, ``initvals`` and ``init`` act as for PyMC's NUTS (PyMC
+    drops them for nutpie): chains start from ``initvals``, with PyMC's uniform(-1, 1)
+    jitter on the transformed scale only for ``init="auto"`` or ``"jitter+..."``
+    (:mod:`pymc_odesens.pymc.nutpie_start`).
 
     Parameters
     ----------
@@ -70,7 +76,11 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     model = pm.modelcontext(model)
     if kwargs.get("nuts_sampler", "pymc") == "pymc" and kwargs.get("compile_kwargs") is None:
         kwargs["compile_kwargs"] = sampling_compile_kwargs(model)
-    with one_gradient_step_assignment():
+    if kwargs.get("nuts_sampler", "pymc") == "nutpie":
+        start = nutpie_start(kwargs.pop("initvals", None), kwargs.pop("init", "auto"))
+    else:
+        start = contextlib.nullcontext()
+    with one_gradient_step_assignment(), start:
         return pm.sample(draws, model=model, **kwargs)
 
 

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import arviz as az
 import numpy as np
 import pytest
 
@@ -130,9 +131,17 @@ def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
     example = load_example("petab_fit")
     plot = tmp_path / "petab_fit.png"
     argv = short_run(draws=30, tune=30, chains=1, cores=1)
-    result = example.main(argv + ["--predictive-draws", "20", "--plot", str(plot)])
+    trace = tmp_path / "trace.nc"
+    result = example.main(
+        argv + ["--predictive-draws", "20", "--plot", str(plot), "--save-trace", str(trace)]
+    )
     out = capsys.readouterr().out
     assert "doi:10.1021/pr5006923" in out  # the publication, from the SBML annotation
+    assert "chains start within 0.1 of the nominal values" in out
+    saved = az.from_netcdf(trace)
+    np.testing.assert_array_equal(
+        saved.posterior["k_exp_hetero"], result["idata"].posterior["k_exp_hetero"]
+    )
     assert "R-hat max" in out and "divergences" in out
     idata = result["idata"]
     assert idata.posterior.sizes["draw"] == 30
