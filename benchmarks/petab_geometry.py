@@ -1,0 +1,118 @@
+"""The shape of a PEtab posterior where NUTS samples it: at the mode, along its flattest directions.
+
+NUTS samples the PyMC model's value variables (each parameter on the interval transform of
+its bounds). This script looks for the posterior mode in those coordinates (L-BFGS-B on the
+model's log-density and exact gradient, from the nominal values; on a ridge it stops where
+its line search fails, and the gradient norm there is printed), takes the Hessian there
+(central differences of the exact gradient, ``--fd-step``; the smallest eigenvalues depend
+on the step, the shape below does not), and walks along the eigenvectors of the smallest
+eigenvalues. For a posterior close to a Gaussian, one Laplace standard deviation
+along an eigenvector lowers the log-density by 0.5 and three by 4.5; much larger drops mean
+the posterior's flat directions are curved ridges, which a constant mass matrix cannot
+straighten: NUTS then needs a step size set by the ridges' narrowest width and long
+trajectories along them. The eigenvalues' ratio is the condition number a perfect constant
+mass matrix would leave at the mode.
+
+Nothing here is timed.
+
+Run:  python benchmarks/petab_geometry.py \
+          ../shared/petab/Fujita_SciSignal2010/Fujita_SciSignal2010.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+from pymc_odesens.petab import PetabProblem
+
+
+def model_functions(problem: PetabProblem):
+    """Negative log-density and its gradient of the PyMC model over the value variables."""
+    model = problem.build_model()
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    names = [v.name for v in model.value_vars]
+    start = model.initial_point()
+    z0 = np.array([float(start[n]) for n in names])
+
+    def point(z):
+        return {n: np.asarray(value) for n, value in zip(names, z)}
+
+    def negative(z):
+        return -float(logp(point(z)))
+
+    def negative_gradient(z):
+        return -np.asarray(dlogp(point(z)), dtype=float)
+
+    return names, z0, negative, negative_gradient
+
+
+def hessian(negative_gradient, z: np.ndarray, step: float = 1e-5) -> np.ndarray:
+    rows = []
+    for i in range(z.size):
+        e = np.zeros(z.size)
+        e[i] = step
+        rows.append((negative_gradient(z + e) - negative_gradient(z - e)) / (2 * step))
+    h = np.array(rows)
+    return (h + h.T) / 2
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("problem", type=Path, help="PEtab YAML file")
+    parser.add_argument("--directions", type=int, default=5, help="flattest directions (5)")
+    parser.add_argument("--fd-step", type=float, default=1e-3, help="Hessian's step (1e-3)")
+    parser.add_argument("--output", type=Path, default=None, help="JSON results")
+    args = parser.parse_args(argv)
+    problem = PetabProblem.from_yaml(args.problem)
+    names, z0, negative, negative_gradient = model_functions(problem)
+    result = minimize(
+        lambda z: (negative(z), negative_gradient(z)),
+        z0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-9},
+    )
+    mode = result.x
+    print(
+        f"{problem.name}: {len(names)} value variables; log-density at the mode "
+        f"{-result.fun:.4f}, gradient norm there {np.linalg.norm(result.jac):.2e} "
+        f"({result.nit} iterations: {result.message})"
+    )
+    values, vectors = np.linalg.eigh(hessian(negative_gradient, mode, args.fd_step))
+    print("eigenvalues of the negative Hessian:", np.array2string(values, precision=3))
+    print(f"condition number at the mode: {values[-1] / values[0]:.3g}")
+    steps = (-3, -2, -1, 1, 2, 3)
+    print("\nflattest directions: log-density drop at k Laplace standard deviations (Gaussian:")
+    print("0.5 k^2), and the three variables that make up most of the direction")
+    directions = []
+    for j in range(min(args.directions, len(values))):
+        sd = 1.0 / np.sqrt(values[j]) if values[j] > 0 else float("inf")
+        drops = []
+        for k in steps:
+            try:
+                drops.append(negative(mode + k * sd * vectors[:, j]) + result.fun)
+            except Exception:  # a failed solve far along the direction
+                drops.append(float("nan"))
+        top = [names[t] for t in np.argsort(-np.abs(vectors[:, j]))[:3]]
+        print(f"  eigenvalue {values[j]:.3g}, sd {sd:.3g}: {np.round(drops, 2)}  {top}")
+        directions.append({"eigenvalue": values[j], "sd": sd, "drops": drops, "variables": top})
+    output = {
+        "problem": problem.name,
+        "mode_logp": -float(result.fun),
+        "eigenvalues": values.tolist(),
+        "steps_sd": list(steps),
+        "flattest": directions,
+    }
+    if args.output:
+        args.output.write_text(json.dumps(output, indent=1))
+        print(f"wrote {args.output}")
+    return output
+
+
+if __name__ == "__main__":
+    main()
