@@ -1,11 +1,10 @@
 """Random starting values for the chains near the nominal parameter values (``initvals``).
 
 PEtab's nominal values are usually the published estimate: a good place to start a
-sampler, but not exactly there. At a mode the gradient is near zero, and nutpie sizes its
-first mass matrix from the gradient at the start (variance ~ 1/|gradient|); its first
-steps then overshoot and its step size collapses (on Bachmann_MSB2011, started exactly at
-the nominal values: step size below 0.005 and 1023 gradient evaluations per draw through
-the first draws). PyMC's own jitter, uniform(-1, 1) on each variable's transformed scale,
+sampler, but not exactly there. Started exactly at the nominal values, nutpie's chains on
+Bachmann_MSB2011 ran with a step size below 0.005 and 1023 gradient evaluations per draw
+through their first draws. The likely cause (not isolated): nutpie's first mass matrix is
+estimated with the gradient at the start, which vanishes at a mode. PyMC's own jitter, uniform(-1, 1) on each variable's transformed scale,
 is the other extreme on wide bounds: up to 3.7 decades on log10 [-8, 8]
 (docs/petab.md#sampling).
 
