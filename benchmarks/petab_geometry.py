@@ -27,9 +27,9 @@ Run:  python benchmarks/petab_geometry.py \
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+import common
 import numpy as np
 from scipy.optimize import minimize
 
@@ -71,7 +71,9 @@ def main(argv=None) -> dict:
     parser.add_argument("problem", type=Path, help="PEtab YAML file")
     parser.add_argument("--directions", type=int, default=5, help="flattest directions (5)")
     parser.add_argument("--fd-step", type=float, default=1e-3, help="Hessian's step (1e-3)")
-    parser.add_argument("--output", type=Path, default=None, help="JSON results")
+    parser.add_argument(
+        "--output", default=None, help="results name: writes benchmarks/results/NAME.json"
+    )
     args = parser.parse_args(argv)
     problem = PetabProblem.from_yaml(args.problem)
     names, z0, negative, negative_gradient = model_functions(problem)
@@ -117,8 +119,7 @@ def main(argv=None) -> dict:
         "flattest": directions[1:],
     }
     if args.output:
-        args.output.write_text(json.dumps(output, indent=1))
-        print(f"wrote {args.output}")
+        print(f"wrote {common.write_results(args.output, output)}")
     return output
 
 

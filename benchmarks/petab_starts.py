@@ -18,17 +18,15 @@ Run:  python benchmarks/petab_starts.py \
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+import common
 import numpy as np
 from scipy.optimize import minimize
 
 from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.priors import bounds_on_scale, inside_bounds
-
-HERE = Path(__file__).resolve().parent
 
 
 def _bounds(problem: PetabProblem) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +83,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--starts", type=int, default=10, help="starts of each kind (10)")
     parser.add_argument("--spread", type=float, default=0.1, help="near-nominal half-width")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--output", type=Path, default=None, help="JSON results")
+    parser.add_argument(
+        "--output", default=None, help="results name: writes benchmarks/results/NAME.json"
+    )
     args = parser.parse_args(argv)
     problem = PetabProblem.from_yaml(args.problem)
     x0 = problem.x_nominal
@@ -120,8 +120,7 @@ def main(argv=None) -> dict:
             sys.stdout.flush()
     result = {"problem": problem.name, "nominal_llh": nominal, "starts": rows}
     if args.output:
-        args.output.write_text(json.dumps(result, indent=1))
-        print(f"wrote {args.output}")
+        print(f"wrote {common.write_results(args.output, result)}")
     return result
 
 

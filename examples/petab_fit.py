@@ -18,6 +18,10 @@ quantitative mass spectrometry and mathematical modeling*, J. Proteome Res. 13 (
 5685-5694, doi:10.1021/pr5006923 (the publication of any problem is read from its SBML
 annotation and printed).
 
+Each chain starts at its own random point within 0.1 of the nominal values on each
+parameter's scale (``--start-spread``; ``--start jitter`` for PyMC's default, which moves a
+parameter with wide bounds by decades: docs/petab.md, "Sampling").
+
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
 deviation at the posterior mean, on the observable's transformation scale), the posterior
