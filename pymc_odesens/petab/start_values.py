@@ -4,9 +4,9 @@ PEtab's nominal values are usually the published estimate: a good place to start
 sampler, but not exactly there. Started exactly at the nominal values, nutpie's chains on
 Bachmann_MSB2011 ran with a step size below 0.005 and 1023 gradient evaluations per draw
 through their first draws. The likely cause (not isolated): nutpie's first mass matrix is
-estimated with the gradient at the start, which vanishes at a mode. PyMC's own jitter, uniform(-1, 1) on each variable's transformed scale,
-is the other extreme on wide bounds: up to 3.7 decades on log10 [-8, 8]
-(docs/petab.md#sampling).
+estimated with the gradient at the start, which vanishes at a mode. PyMC's own jitter,
+uniform(-1, 1) on each variable's transformed scale, is the other extreme on wide bounds:
+up to 3.7 decades on log10 [-8, 8] (docs/petab.md#sampling).
 
 :func:`start_values` gives each chain its own start, uniform within ``spread`` of the
 nominal value on the parameter's scale and inside its bounds, as PyTensor expressions that

@@ -54,9 +54,18 @@ def single_initvals(initvals) -> Mapping | None:
     return first
 
 
+# PyMC's init values that only choose a start (nutpie adapts its own mass matrix)
+_STARTS = ("auto", "adapt_diag", "jitter+adapt_diag", "adapt_full", "jitter+adapt_full")
+
+
 def _jitters(init: str) -> bool:
     if not isinstance(init, str):
         raise TypeError(f"init must be a string such as 'jitter+adapt_diag'; got {init!r}")
+    if init not in _STARTS:
+        raise ValueError(
+            f"init={init!r}: with nuts_sampler='nutpie' init only chooses the start, one of "
+            f"{_STARTS} (ADVI and MAP initialisations are PyMC's own NUTS's)"
+        )
     return init == "auto" or init.startswith("jitter+")
 
 
@@ -71,8 +80,9 @@ def nutpie_start(initvals=None, init: str = "auto") -> Iterator[None]:
         name); a sequence must repeat one dict (:func:`single_initvals`).
     init : str
         As for :func:`pymc.sample`: ``"auto"`` and ``"jitter+..."`` add PyMC's
-        uniform(-1, 1) jitter on the transformed scale; any other value starts every
-        chain exactly at the initial point.
+        uniform(-1, 1) jitter on the transformed scale; ``"adapt_diag"`` and
+        ``"adapt_full"`` start every chain exactly at the initial point. Others (ADVI,
+        MAP) raise ``ValueError``.
     """
     nutpie = importlib.import_module("nutpie")
     values = single_initvals(initvals)

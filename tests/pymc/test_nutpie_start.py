@@ -92,3 +92,6 @@ def test_single_initvals():
     with pytest.raises(TypeError, match="init must be a string"):
         with nutpie_start(START, init=None):
             pass
+    with pytest.raises(ValueError, match="init='advi\\+adapt_diag': with nuts_sampler='nutpie'"):
+        with nutpie_start(START, init="advi+adapt_diag"):
+            pass
