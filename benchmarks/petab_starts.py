@@ -27,6 +27,7 @@ from scipy.optimize import minimize
 
 from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.priors import bounds_on_scale, inside_bounds
+from pymc_odesens.petab.start_values import start_intervals
 
 
 def _bounds(problem: PetabProblem) -> tuple[np.ndarray, np.ndarray]:
@@ -44,9 +45,9 @@ def jittered_start(x0, lower, upper, rng) -> np.ndarray:
     return lower + (upper - lower) / (1.0 + np.exp(-y))
 
 
-def near_start(x0, lower, upper, spread, rng) -> np.ndarray:
+def near_start(problem: PetabProblem, spread: float, rng) -> np.ndarray:
     """:meth:`PetabProblem.start_values`' distribution, drawn with numpy."""
-    return rng.uniform(np.maximum(x0 - spread, lower), np.minimum(x0 + spread, upper))
+    return rng.uniform(*start_intervals(problem.parameters, spread))
 
 
 def local_optimum(problem: PetabProblem, x, lower, upper) -> tuple[float, np.ndarray, int]:
@@ -103,7 +104,7 @@ def main(argv=None) -> dict:
             if kind == "jitter":
                 x = jittered_start(x0, lower, upper, rng)
             else:
-                x = near_start(x0, lower, upper, args.spread, rng)
+                x = near_start(problem, args.spread, rng)
             start_llh = _llh(problem, x)
             optimum, x_opt, iterations = local_optimum(problem, x, lower, upper)
             far = float(np.abs(x_opt - x0).max())

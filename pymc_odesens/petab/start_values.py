@@ -24,7 +24,37 @@ import pytensor.tensor as pt
 from pymc_odesens.petab.parameters import EstimatedParameters
 from pymc_odesens.petab.priors import bounds_on_scale, inside_bounds
 
-__all__ = ["start_values"]
+__all__ = ["start_intervals", "start_values"]
+
+
+def start_intervals(parameters: EstimatedParameters, spread: float):
+    """Each parameter's start interval: within ``spread`` of its nominal value, inside its bounds.
+
+    Parameters
+    ----------
+    parameters : EstimatedParameters
+    spread : float
+        Half-width on the parameter's scale, finite and >= 0.
+
+    Returns
+    -------
+    (low, high) : tuple of numpy.ndarray
+        Equal (the nominal value, moved inside the bounds) where the interval is empty or
+        ``spread`` is 0.
+    """
+    if not (isinstance(spread, int | float) and math.isfinite(spread) and spread >= 0.0):
+        raise ValueError(f"spread must be a finite number >= 0; got {spread!r}")
+    low, high = [], []
+    for scale, nominal, lower, upper in zip(
+        parameters.scales, parameters.nominal, parameters.lower, parameters.upper
+    ):
+        inside = inside_bounds(*bounds_on_scale(lower, upper, scale))
+        a, b = max(float(nominal) - spread, inside[0]), min(float(nominal) + spread, inside[1])
+        if not a < b:
+            a = b = float(np.clip(nominal, *inside))
+        low.append(a)
+        high.append(b)
+    return np.array(low), np.array(high)
 
 
 def start_values(parameters: EstimatedParameters, spread: float) -> dict:
@@ -45,16 +75,8 @@ def start_values(parameters: EstimatedParameters, spread: float) -> dict:
         Parameter id -> float (``spread == 0``) or a PyTensor expression with a uniform
         random draw that PyMC evaluates once per chain.
     """
-    if not (isinstance(spread, int | float) and math.isfinite(spread) and spread >= 0.0):
-        raise ValueError(f"spread must be a finite number >= 0; got {spread!r}")
+    low, high = start_intervals(parameters, spread)
     values: dict = {}
-    for pid, scale, nominal, lower, upper in zip(
-        parameters.ids, parameters.scales, parameters.nominal, parameters.lower, parameters.upper
-    ):
-        inside = inside_bounds(*bounds_on_scale(lower, upper, scale))
-        low, high = max(float(nominal) - spread, inside[0]), min(float(nominal) + spread, inside[1])
-        if spread == 0.0 or not low < high:
-            values[pid] = float(np.clip(nominal, *inside))
-        else:
-            values[pid] = pt.random.uniform(low, high)
+    for pid, a, b in zip(parameters.ids, low, high):
+        values[pid] = float(a) if a == b else pt.random.uniform(a, b)
     return values

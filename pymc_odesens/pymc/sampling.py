@@ -74,9 +74,10 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     arviz.InferenceData (or what :func:`pymc.sample` returns for the given arguments)
     """
     model = pm.modelcontext(model)
-    if kwargs.get("nuts_sampler", "pymc") == "pymc" and kwargs.get("compile_kwargs") is None:
+    sampler = kwargs.get("nuts_sampler", "pymc")
+    if sampler == "pymc" and kwargs.get("compile_kwargs") is None:
         kwargs["compile_kwargs"] = sampling_compile_kwargs(model)
-    if kwargs.get("nuts_sampler", "pymc") == "nutpie":
+    if sampler == "nutpie":
         start = nutpie_start(kwargs.pop("initvals", None), kwargs.pop("init", "auto"))
     else:
         start = contextlib.nullcontext()
