@@ -4,7 +4,10 @@ import numpy as np
 import pymc as pm
 import pymc.sampling.mcmc as pymc_mcmc
 import pytensor.gradient as tg
+import pytensor.tensor as pt
 import pytest
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
 
 import pymc_odesens
 from pymc_odesens.pymc.step_assignment import (
@@ -89,3 +92,30 @@ def test_sample_takes_one_gradient_to_choose(counted_gradients):
     assert [len(w) for w in counted_gradients[:1]] == [3]
     # PyMC's probe would have differentiated with respect to each value variable alone
     assert not any(w is v for w in counted_gradients for v in model.value_vars)
+
+
+def test_a_log_density_without_gradient_falls_back_to_pymc():
+    class NoGradient(Op):  # an Op without grad: pytensor.grad cannot go through it
+        def make_node(self, x):
+            return Apply(self, [x], [pt.dscalar()])
+
+        def perform(self, node, inputs, outputs):
+            outputs[0][0] = np.asarray(-0.5 * inputs[0] ** 2)
+
+    no_gradient = NoGradient()
+
+    with pm.Model() as model:
+        pm.Normal("a")
+        b = pm.Normal("b")
+        pm.Potential("p", no_gradient(b))
+    with pytest.raises((NotImplementedError, tg.NullTypeGradError)):
+        tg.grad(model.logp(), model.value_vars)
+    seen = []
+
+    def fallback(model, step=None, methods=None):
+        seen.append(step)
+        return pymc_mcmc.assign_step_methods(model, step, methods=methods)
+
+    provided, selected = assign_with_one_gradient(model, fallback=fallback)
+    assert seen == [None]
+    assert _by_name(selected) == {pm.NUTS: ["a"], pm.Slice: ["b"]}
