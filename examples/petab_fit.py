@@ -78,6 +78,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "correlated directions, such as products of a scaling factor and an initial amount)",
     )
     parser.add_argument(
+        "--mode-mass-matrix",
+        action="store_true",
+        help="PyMC's NUTS: start a dense mass matrix from the Hessian at the posterior mode "
+        "(found first by L-BFGS-B), adapted to the draws during tuning",
+    )
+    parser.add_argument(
         "--sensitivity",
         default="auto",
         choices=("auto", "forward", "adjoint", "discrete_adjoint"),
@@ -113,6 +119,22 @@ def _sampler_kwargs(args) -> dict:
     return {"nuts_sampler_kwargs": {"low_rank_modified_mass_matrix": True}}
 
 
+def _mode_step(model, args) -> dict:
+    """``step``: NUTS with a dense mass matrix from the mode's Hessian (``--mode-mass-matrix``)."""
+    if not args.mode_mass_matrix:
+        return {}
+    if args.sampler != "pymc":
+        raise SystemExit("--mode-mass-matrix needs --sampler pymc")
+    began = time.perf_counter()
+    step, mode = pymc_odesens.mode_metric_nuts(model, target_accept=args.target_accept)
+    print(
+        f"mass matrix from the Hessian at the mode: log-density {mode.log_density:.4f}, "
+        f"gradient norm {mode.gradient_norm:.2e} ({mode.iterations} L-BFGS-B iterations), "
+        f"{time.perf_counter() - began:.1f} s with the compiles"
+    )
+    return {"step": step}
+
+
 def _start(problem: PetabProblem, args) -> dict:
     """``initvals`` and ``init`` for where the chains start."""
     if args.start == "jitter":
@@ -122,6 +144,8 @@ def _start(problem: PetabProblem, args) -> dict:
 
 def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     model = problem.build_model(sensitivity=args.sensitivity)
+    # the NUTS step with the mode's mass matrix carries target_accept itself
+    nuts = _mode_step(model, args) or {"target_accept": args.target_accept}
     start = time.perf_counter()
     with model:
         # PyMC's NUTS with the log-density compiled in NUMBA mode (nutpie compiles its own)
@@ -130,13 +154,13 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
             tune=args.tune,
             chains=args.chains,
             cores=args.cores,
-            target_accept=args.target_accept,
             random_seed=args.seed,
             **_start(problem, args),
             nuts_sampler=args.sampler,
             progressbar=not args.no_progressbar,
             compute_convergence_checks=False,
             **_sampler_kwargs(args),
+            **nuts,
         )
     wall = time.perf_counter() - start
     thinned = idata.sel(

@@ -56,6 +56,8 @@ _LAZY = {
     # user who only solves and differentiates ODEs never pays for them
     "SMMALA": "pymc_odesens.pymc",
     "sample": "pymc_odesens.pymc",
+    "mode_metric_nuts": "pymc_odesens.pymc",
+    "find_posterior_mode": "pymc_odesens.pymc",
     "sample_posterior_predictive": "pymc_odesens.pymc",
     "sampling_compile_kwargs": "pymc_odesens.pymc",
     "OdeSolverFailureWarning": "pymc_odesens.pymc",
@@ -123,6 +125,8 @@ __all__ = [
     "fisher_information_tensor",
     "SMMALA",
     "sample",
+    "mode_metric_nuts",
+    "find_posterior_mode",
     "sample_posterior_predictive",
     "sampling_compile_kwargs",
     "OdeSolution",

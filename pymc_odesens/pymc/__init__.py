@@ -12,6 +12,7 @@ from pymc_odesens.pymc.failures import (
     reset_failure_counts,
 )
 from pymc_odesens.pymc.fisher import fisher_information_tensor
+from pymc_odesens.pymc.mode_metric import PosteriorMode, find_posterior_mode, mode_metric_nuts
 from pymc_odesens.pymc.numba_cache import register_cacheable
 from pymc_odesens.pymc.numba_scipy_special import register_scipy_special_ops
 from pymc_odesens.pymc.ode_solution import (
@@ -66,6 +67,9 @@ __all__ = [
     "fisher_information_tensor",
     "SMMALA",
     "sample",
+    "mode_metric_nuts",
+    "find_posterior_mode",
+    "PosteriorMode",
     "sample_posterior_predictive",
     "sampling_compile_kwargs",
     "pbs_branch_counts",

@@ -154,6 +154,23 @@ def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
         assert plot.exists() and plot.stat().st_size > 10_000
 
 
+def test_petab_fit_with_the_mass_matrix_from_the_mode(tmp_path, capsys):
+    example = load_example("petab_fit")
+    argv = short_run(draws=20, tune=20, chains=1, cores=1) + ["--no-plot", "--mode-mass-matrix"]
+    result = example.main(argv)
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("mass matrix from the Hessian"))
+    mode_log_density = float(line.split("log-density ")[1].split(",")[0])
+    gradient_norm = float(line.split("gradient norm ")[1].split(" ")[0])
+    model = result["problem"].build_model()
+    # the mode is above the nominal point (the model's initial point) and a stationary point
+    assert mode_log_density > float(model.compile_logp()(model.initial_point()))
+    assert gradient_norm < 1e-2
+    assert result["idata"].posterior.sizes["draw"] == 20
+    with pytest.raises(SystemExit, match="--mode-mass-matrix needs --sampler pymc"):
+        example.main(argv + ["--sampler", "nutpie"])
+
+
 def test_sbml_model_example_solves_the_boehm_model(capsys):
     example = load_example("sbml_model")
     result = example.main(["--points", "5"])
