@@ -21,6 +21,7 @@ correct the start over the tuning windows.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,6 +31,10 @@ from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 from scipy.optimize import minimize
 
 __all__ = ["PosteriorMode", "find_posterior_mode", "negative_hessian", "mode_metric_nuts"]
+
+# L-BFGS-B restarts (see _maximise) while the gradient's norm is above this
+_RESTART_GRADIENT = 1e-2
+_MAX_RESTARTS = 50
 
 
 @dataclass(frozen=True)
@@ -118,8 +123,10 @@ def find_posterior_mode(
 
     L-BFGS-B on minus the log-density and its exact gradient, unbounded (the value
     variables are unconstrained), from ``start``. Points where the log-density is not
-    finite (a failed ODE solve rejected by the model) count as infinitely bad, so the
-    line search backs off from them.
+    finite (a failed ODE solve rejected by the model) count as infinitely bad; scipy's
+    L-BFGS-B then stops at the last finite point, so the search restarts from there while
+    the log-density rises and the gradient's norm is above 1e-2. Check ``gradient_norm``:
+    a search that ends against such a region is not at a mode.
 
     Parameters
     ----------
@@ -163,21 +170,36 @@ def _maximise(function, vector, point, variables, max_iterations: int) -> Poster
             return np.inf, np.zeros_like(x)
         return -float(value), -np.asarray(gradient, dtype=float)
 
-    result = minimize(
-        objective,
-        vector,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iterations, "ftol": 1e-15, "gtol": 1e-9},
-    )
-    value, gradient = function(result.x)
+    # L-BFGS-B reports convergence when a line search meets a non-finite value (scipy
+    # 1.x: it stops at the last finite point, with "CONVERGENCE" as its message); a
+    # restart from there continues with a fresh first step, as long as the log-density
+    # still rises and the gradient is not small
+    x, iterations, best = np.asarray(vector, dtype=float), 0, float(value)
+    for _ in range(_MAX_RESTARTS):
+        result = minimize(
+            objective,
+            x,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iterations - iterations, "ftol": 1e-15, "gtol": 1e-9},
+        )
+        iterations += int(result.nit)
+        value, gradient = function(result.x)
+        rose = float(value) > best + 1e-12 * max(1.0, abs(best))
+        x, best = np.array(result.x), max(best, float(value))
+        if (
+            not rose
+            or np.linalg.norm(gradient) <= _RESTART_GRADIENT
+            or iterations >= max_iterations
+        ):
+            break
     return PosteriorMode(
-        point=_split(result.x, variables, point),
-        vector=np.array(result.x),
+        point=_split(x, variables, point),
+        vector=x,
         value_variables=tuple(v.name for v in variables),
         log_density=float(value),
         gradient_norm=float(np.linalg.norm(gradient)),
-        iterations=int(result.nit),
+        iterations=iterations,
         message=str(result.message),
     )
 
@@ -256,6 +278,12 @@ def mode_metric_nuts(
     (pymc.NUTS, PosteriorMode)
         The step and the mode it was built at (for reporting).
 
+    Warns
+    -----
+    UserWarning
+        If the point found is not at a mode (a Newton step from it would raise the
+        log-density by more than 0.5).
+
     Raises
     ------
     ValueError
@@ -283,6 +311,17 @@ def mode_metric_nuts(
             "nearer the mode, or sample with PyMC's adapt_diag/adapt_full."
         )
     covariance = (vectors / values) @ vectors.T
+    gradient = np.asarray(function(mode.vector)[1], dtype=float)
+    rise = 0.5 * float(gradient @ covariance @ gradient)  # of a Newton step from there
+    if rise > 0.5:
+        warnings.warn(
+            f"find_posterior_mode stopped short of a mode ({mode.message}; gradient norm "
+            f"{mode.gradient_norm:.3g}): a Newton step from there would raise the "
+            f"log-density by about {rise:.3g}. The mass matrix starts from the curvature "
+            "there (a region where the log-density is not finite may block the search).",
+            UserWarning,
+            stacklevel=2,
+        )
     potential = QuadPotentialFullAdapt(
         mode.vector.size,
         mode.vector,

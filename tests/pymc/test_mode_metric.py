@@ -111,3 +111,22 @@ def test_a_flat_direction_is_refused_not_given_an_invented_scale():
         pm.Flat("f")
     with pytest.raises(ValueError, match="1 eigenvalues that are not positive"):
         mode_metric_nuts(model, compile_kwargs={})
+
+
+def test_the_search_backs_off_from_points_where_the_log_density_is_not_finite():
+    # the likelihood pulls a towards 10, a wall makes the log-density -inf beyond 5 (a
+    # failed solve rejected by the model looks the same to the search)
+    with pm.Model() as model:
+        a = pm.Normal("a", 10.0, 1.0)
+        pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
+    mode = find_posterior_mode(model, start={"a": 0.0}, compile_kwargs={})
+    assert np.isfinite(mode.log_density)
+    assert 4.0 < float(mode.point["a"]) <= 5.0
+
+
+def test_a_step_built_short_of_the_mode_is_announced():
+    with pm.Model() as model:
+        a = pm.Normal("a", 10.0, 1.0)
+        pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
+    with pytest.warns(UserWarning, match="stopped short of a mode"):
+        mode_metric_nuts(model, start={"a": 0.0}, compile_kwargs={})
