@@ -34,6 +34,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from pymc_odesens.petab import PetabProblem
+from pymc_odesens.pymc.mode_metric import negative_hessian
 
 
 def model_functions(problem: PetabProblem):
@@ -54,16 +55,6 @@ def model_functions(problem: PetabProblem):
         return -np.asarray(dlogp(point(z)), dtype=float)
 
     return names, z0, negative, negative_gradient
-
-
-def hessian(negative_gradient, z: np.ndarray, step: float = 1e-5) -> np.ndarray:
-    rows = []
-    for i in range(z.size):
-        e = np.zeros(z.size)
-        e[i] = step
-        rows.append((negative_gradient(z + e) - negative_gradient(z - e)) / (2 * step))
-    h = np.array(rows)
-    return (h + h.T) / 2
 
 
 def main(argv=None) -> dict:
@@ -90,7 +81,9 @@ def main(argv=None) -> dict:
         f"{-result.fun:.4f}, gradient norm there {np.linalg.norm(result.jac):.2e} "
         f"({result.nit} iterations: {result.message})"
     )
-    values, vectors = np.linalg.eigh(hessian(negative_gradient, mode, args.fd_step))
+    values, vectors = np.linalg.eigh(
+        negative_hessian(lambda z: -negative_gradient(z), mode, args.fd_step)
+    )
     print("eigenvalues of the negative Hessian:", np.array2string(values, precision=3))
     print(f"condition number at the mode: {values[-1] / values[0]:.3g}")
     steps = (-3, -2, -1, 1, 2, 3)

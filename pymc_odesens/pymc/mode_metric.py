@@ -302,6 +302,12 @@ def mode_metric_nuts(
     function, vector, point = _log_density_function(model, variables, start, compile_kwargs)
     mode = _maximise(function, vector, point, variables, max_iterations=20000)
     hessian = negative_hessian(lambda x: function(x)[1], mode.vector, fd_step)
+    if not np.all(np.isfinite(hessian)):
+        raise ValueError(
+            f"fd_step={fd_step!r}: the log-density's gradient is not finite within one step of "
+            "the point L-BFGS-B found, so its Hessian there is not defined; give a smaller "
+            "fd_step"
+        )
     values, vectors = np.linalg.eigh(hessian)
     if values[0] <= 0:
         raise ValueError(

@@ -130,3 +130,12 @@ def test_a_step_built_short_of_the_mode_is_announced():
         pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
     with pytest.warns(UserWarning, match="stopped short of a mode"):
         mode_metric_nuts(model, start={"a": 0.0}, compile_kwargs={})
+
+
+def test_a_hessian_step_into_a_non_finite_region_is_refused():
+    # sqrt(5 - a) is NaN beyond a = 5 and the likelihood pulls a there
+    with pm.Model() as model:
+        a = pm.Normal("a", 10.0, 1.0)
+        pm.Potential("edge", pt.sqrt(5.0 - a))
+    with pytest.raises(ValueError, match="fd_step=1.0: the log-density's gradient is not finite"):
+        mode_metric_nuts(model, start={"a": 0.0}, fd_step=1.0, compile_kwargs={})
