@@ -97,10 +97,16 @@ def test_arguments_are_checked_with_their_names():
         negative_hessian(lambda x: x, np.zeros((2, 2)))
 
 
-def test_start_where_the_log_density_is_not_finite_is_refused():
+def _walled_model(centre: float) -> pm.Model:
+    """a ~ N(centre, 1) with the log-density -inf beyond a = 5 (as a rejected failed solve)."""
     with pm.Model() as model:
-        a = pm.Normal("a", 0.0, 1.0)
+        a = pm.Normal("a", centre, 1.0)
         pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
+    return model
+
+
+def test_start_where_the_log_density_is_not_finite_is_refused():
+    model = _walled_model(centre=0.0)
     with pytest.raises(ValueError, match="start: the model's log-density is -inf there"):
         find_posterior_mode(model, start={"a": 6.0}, compile_kwargs={})
 
@@ -114,20 +120,15 @@ def test_a_flat_direction_is_refused_not_given_an_invented_scale():
 
 
 def test_the_search_backs_off_from_points_where_the_log_density_is_not_finite():
-    # the likelihood pulls a towards 10, a wall makes the log-density -inf beyond 5 (a
-    # failed solve rejected by the model looks the same to the search)
-    with pm.Model() as model:
-        a = pm.Normal("a", 10.0, 1.0)
-        pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
+    # the likelihood pulls a towards 10, beyond the wall at 5
+    model = _walled_model(centre=10.0)
     mode = find_posterior_mode(model, start={"a": 0.0}, compile_kwargs={})
     assert np.isfinite(mode.log_density)
     assert 4.0 < float(mode.point["a"]) <= 5.0
 
 
 def test_a_step_built_short_of_the_mode_is_announced():
-    with pm.Model() as model:
-        a = pm.Normal("a", 10.0, 1.0)
-        pm.Potential("wall", pt.switch(a > 5.0, -np.inf, 0.0))
+    model = _walled_model(centre=10.0)
     with pytest.warns(UserWarning, match="stopped short of a mode"):
         mode_metric_nuts(model, start={"a": 0.0}, compile_kwargs={})
 
