@@ -1,11 +1,12 @@
 """The shape of a PEtab posterior where NUTS samples it: at the mode, along its flattest directions.
 
 NUTS samples the PyMC model's value variables (each parameter on the interval transform of
-its bounds). This script looks for the posterior mode in those coordinates (L-BFGS-B on the
-model's log-density and exact gradient, from the nominal values; on a ridge it stops where
-its line search fails, and the gradient norm there is printed), takes the Hessian there
-(central differences of the exact gradient, ``--fd-step``; the smallest eigenvalues depend
-on the step, the shape below does not), and walks along the eigenvectors of the smallest
+its bounds). This script looks for the posterior mode in those coordinates
+(``pymc_odesens.find_posterior_mode``: L-BFGS-B on the model's log-density and exact
+gradient, from the nominal values; on a ridge it stops where its line search fails, and the
+gradient norm there is printed), takes the Hessian there (central differences of the exact
+gradient, ``--fd-step``; the smallest eigenvalues depend on the step, the shape below does
+not), and walks along the eigenvectors of the smallest
 eigenvalues. For a posterior close to a Gaussian, one Laplace standard deviation
 along an eigenvector lowers the log-density by 0.5 and three by 4.5; much larger drops mean
 the posterior's flat directions are curved ridges, which a constant mass matrix cannot
@@ -31,19 +32,15 @@ from pathlib import Path
 
 import common
 import numpy as np
-from scipy.optimize import minimize
 
 from pymc_odesens.petab import PetabProblem
-from pymc_odesens.pymc.mode_metric import negative_hessian
+from pymc_odesens.pymc.mode_metric import find_posterior_mode, negative_hessian
 
 
-def model_functions(problem: PetabProblem):
+def model_functions(model):
     """Negative log-density and its gradient of the PyMC model over the value variables."""
-    model = problem.build_model()
     logp, dlogp = model.compile_logp(), model.compile_dlogp()
     names = [v.name for v in model.value_vars]
-    start = model.initial_point()
-    z0 = np.array([float(start[n]) for n in names])
 
     def point(z):
         return {n: np.asarray(value) for n, value in zip(names, z)}
@@ -54,7 +51,7 @@ def model_functions(problem: PetabProblem):
     def negative_gradient(z):
         return -np.asarray(dlogp(point(z)), dtype=float)
 
-    return names, z0, negative, negative_gradient
+    return names, negative, negative_gradient
 
 
 def main(argv=None) -> dict:
@@ -67,19 +64,15 @@ def main(argv=None) -> dict:
     )
     args = parser.parse_args(argv)
     problem = PetabProblem.from_yaml(args.problem)
-    names, z0, negative, negative_gradient = model_functions(problem)
-    result = minimize(
-        lambda z: (negative(z), negative_gradient(z)),
-        z0,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-9},
-    )
-    mode = result.x
+    model = problem.build_model()
+    names, negative, negative_gradient = model_functions(model)
+    found = find_posterior_mode(model, compile_kwargs={})
+    assert list(found.value_variables) == names
+    mode, mode_value = found.vector, -found.log_density
     print(
         f"{problem.name}: {len(names)} value variables; log-density at the mode "
-        f"{-result.fun:.4f}, gradient norm there {np.linalg.norm(result.jac):.2e} "
-        f"({result.nit} iterations: {result.message})"
+        f"{found.log_density:.4f}, gradient norm there {found.gradient_norm:.2e} "
+        f"({found.iterations} iterations: {found.message})"
     )
     values, vectors = np.linalg.eigh(
         negative_hessian(lambda z: -negative_gradient(z), mode, args.fd_step)
@@ -97,7 +90,7 @@ def main(argv=None) -> dict:
         drops = []
         for k in steps:
             try:
-                drops.append(negative(mode + k * sd * vectors[:, j]) - result.fun)
+                drops.append(negative(mode + k * sd * vectors[:, j]) - mode_value)
             except Exception:  # a failed solve far along the direction
                 drops.append(float("nan"))
         top = [names[t] for t in np.argsort(-np.abs(vectors[:, j]))[:3]]
@@ -105,7 +98,7 @@ def main(argv=None) -> dict:
         directions.append({"eigenvalue": values[j], "sd": sd, "drops": drops, "variables": top})
     output = {
         "problem": problem.name,
-        "mode_logp": -float(result.fun),
+        "mode_logp": found.log_density,
         "eigenvalues": values.tolist(),
         "steps_sd": list(steps),
         "stiffest": directions[0],

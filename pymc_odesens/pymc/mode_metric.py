@@ -51,8 +51,8 @@ class PosteriorMode:
         The value variables' names, in the order of ``vector``.
     log_density : float
         The model's log-density there.
-    gradient_norm : float
-        The Euclidean norm of its gradient there (0 at an exact mode).
+    gradient : numpy.ndarray
+        The log-density's gradient there (0 at an exact mode), in the order of ``vector``.
     iterations : int
         L-BFGS-B iterations.
     message : str
@@ -63,9 +63,14 @@ class PosteriorMode:
     vector: np.ndarray
     value_variables: tuple[str, ...]
     log_density: float
-    gradient_norm: float
+    gradient: np.ndarray
     iterations: int
     message: str
+
+    @property
+    def gradient_norm(self) -> float:
+        """The Euclidean norm of :attr:`gradient`."""
+        return float(np.linalg.norm(self.gradient))
 
 
 def _value_variables(model: pm.Model, variables) -> list:
@@ -198,7 +203,7 @@ def _maximise(function, vector, point, variables, max_iterations: int) -> Poster
         vector=x,
         value_variables=tuple(v.name for v in variables),
         log_density=float(value),
-        gradient_norm=float(np.linalg.norm(gradient)),
+        gradient=np.asarray(gradient, dtype=float),
         iterations=iterations,
         message=str(result.message),
     )
@@ -317,8 +322,7 @@ def mode_metric_nuts(
             "nearer the mode, or sample with PyMC's adapt_diag/adapt_full."
         )
     covariance = (vectors / values) @ vectors.T
-    gradient = np.asarray(function(mode.vector)[1], dtype=float)
-    rise = 0.5 * float(gradient @ covariance @ gradient)  # of a Newton step from there
+    rise = 0.5 * float(mode.gradient @ covariance @ mode.gradient)  # of a Newton step from there
     if rise > 0.5:
         warnings.warn(
             f"find_posterior_mode stopped short of a mode ({mode.message}; gradient norm "
@@ -339,7 +343,7 @@ def mode_metric_nuts(
         model=model,
         potential=potential,
         target_accept=target_accept,
-        **dict(compile_kwargs),
+        logp_dlogp_func=function,  # the one compiled for the search (no second compile)
         **nuts_kwargs,
     )
     return step, mode

@@ -94,21 +94,37 @@ def test_sample_takes_one_gradient_to_choose(counted_gradients):
     assert not any(w is v for w in counted_gradients for v in model.value_vars)
 
 
-def test_a_log_density_without_gradient_falls_back_to_pymc():
-    class NoGradient(Op):  # an Op without grad: pytensor.grad cannot go through it
-        def make_node(self, x):
-            return Apply(self, [x], [pt.dscalar()])
+class _NoGradient(Op):
+    """An Op without grad: ``pytensor.grad`` raises NotImplementedError at it."""
 
-        def perform(self, node, inputs, outputs):
-            outputs[0][0] = np.asarray(-0.5 * inputs[0] ** 2)
+    def make_node(self, x):
+        return Apply(self, [x], [pt.dscalar()])
 
-    no_gradient = NoGradient()
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = np.asarray(-0.5 * inputs[0] ** 2)
 
+
+class _UndefinedGradient(_NoGradient):
+    """An Op whose gradient is declared undefined: ``pytensor.grad`` raises NullTypeGradError."""
+
+    def grad(self, inputs, output_gradients):
+        return [tg.grad_undefined(self, 0, inputs[0])]
+
+
+@pytest.mark.parametrize(
+    ("op", "error", "message"),
+    [
+        (_NoGradient(), NotImplementedError, "grad not implemented for Op _NoGradient"),
+        (_UndefinedGradient(), tg.NullTypeGradError, "undefined"),
+    ],
+)
+def test_a_log_density_without_gradient_falls_back_to_pymc(op, error, message):
+    # the two ways pytensor.grad fails at an Op (both caught by the one-gradient probe)
     with pm.Model() as model:
         pm.Normal("a")
         b = pm.Normal("b")
-        pm.Potential("p", no_gradient(b))
-    with pytest.raises((NotImplementedError, tg.NullTypeGradError)):
+        pm.Potential("p", op(b))
+    with pytest.raises(error, match=message):
         tg.grad(model.logp(), model.value_vars)
     seen = []
 
