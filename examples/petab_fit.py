@@ -262,6 +262,22 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
     return path
 
 
+def sampling_line(idata: az.InferenceData, args, rhat_max: float, divergences: int, wall: float):
+    """The run's last line: what was sampled, which after an interrupt (Ctrl-C: PyMC keeps
+    the draws so far, of the chains it can keep at one length) is less than asked for."""
+    chains, draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]
+    asked = (
+        ""
+        if (chains, draws) == (args.chains, args.draws)
+        else f"; interrupted: {args.chains} x {args.draws} asked for"
+    )
+    return (
+        f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
+        f"sampling wall time {wall:.1f} s ({chains} chains x {draws} draws, "
+        f"{args.tune} tuning steps, {args.sampler}{asked})"
+    )
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     problem = PetabProblem.from_yaml(args.problem)
@@ -284,11 +300,7 @@ def main(argv=None) -> dict:
     if "n_steps" in idata.sample_stats:
         steps = idata.sample_stats["n_steps"].values
         print(f"leapfrog steps per draw: mean {steps.mean():.0f}, max {steps.max():.0f}")
-    print(
-        f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
-        f"sampling wall time {wall:.1f} s ({args.chains} chains x {args.draws} draws, "
-        f"{args.tune} tuning steps, {args.sampler})"
-    )
+    print(sampling_line(idata, args, rhat_max, divergences, wall))
     plot = None
     if not args.no_plot:
         try:

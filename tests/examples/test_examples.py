@@ -143,7 +143,14 @@ def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
         saved.posterior["k_exp_hetero"], result["idata"].posterior["k_exp_hetero"]
     )
     assert "R-hat max" in out and "divergences" in out
+    assert "(1 chains x 30 draws, 30 tuning steps, pymc)" in out
     idata = result["idata"]
+    # after an interrupt the line reports the draws kept, not those asked for
+    cut = idata.isel(draw=slice(0, 12))
+    line = example.sampling_line(cut, example.parse_args(argv), 1.0, 0, 1.0)
+    assert line.endswith(
+        "(1 chains x 12 draws, 30 tuning steps, pymc; interrupted: 1 x 30 asked for)"
+    )
     assert idata.posterior.sizes["draw"] == 30
     assert set(idata.posterior_predictive.data_vars) == {
         "pSTAT5A_rel",
