@@ -262,7 +262,13 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
     return path
 
 
-def sampling_line(idata: az.InferenceData, args, rhat_max: float, divergences: int, wall: float):
+def sampling_line(
+    idata: az.InferenceData,
+    args: argparse.Namespace,
+    rhat_max: float,
+    divergences: int,
+    wall: float,
+) -> str:
     """The run's last line: what was sampled, which after an interrupt (Ctrl-C: PyMC keeps
     the draws so far, of the chains it can keep at one length) is less than asked for."""
     chains, draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]
