@@ -14,6 +14,15 @@ is ``"pass"``, ``"fail"`` (wrong numbers or a solver failure), ``"refused"`` (th
 refused a feature by name: :class:`~pymc_odesens.model.sbml.SbmlUnsupportedError`),
 ``"error"`` (anything else) or ``"skipped"`` (not a time course).
 
+Cases tagged ``RandomEventExecution`` check the statistics of the random order of tied
+events, and a correct simulator fails some of them by chance: 00966's chi-square exceeds
+its threshold 50 with probability 0.59 % under a fair coin (2 000 000 Monte Carlo runs of
+its 6240 tests; its description says 0.00002, the chi-square approximation, which its
+expected counts of 0.095 break). :func:`run_case` therefore seeds the tie-breaking
+generator with the case's number (:func:`pymc_odesens.solvers.seed_event_order`), so that a
+case's outcome is the same in every run; tests/solvers/test_trigger_events.py checks that
+the draws are fair.
+
 The module imports no test framework: worker processes and the full-run script
 (:mod:`tests.sbml_suite.run_suite`) use it as well as the tests.
 """
@@ -208,6 +217,7 @@ def run_case(case: str, directory: Path | None = None) -> CaseResult:
 
     from pymc_odesens import OdeSolverError, OdeSystem, solve
     from pymc_odesens.model.sbml import SbmlUnsupportedError
+    from pymc_odesens.solvers import seed_event_order
 
     directory = directory or suite_directory()
     info = case_info(case, directory)
@@ -224,6 +234,7 @@ def run_case(case: str, directory: Path | None = None) -> CaseResult:
         if not np.allclose(times, expected_times, rtol=1e-6, atol=1e-9):  # files round them
             raise ValueError("output times disagree with the results file")
         absolute = min(1e-12, info.absolute * ABSOLUTE_TOLERANCE_FACTOR)
+        seed_event_order(int(case))  # reproducible draws of tied random-order events
         solution = solve(
             system,
             system.x0,
