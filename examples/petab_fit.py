@@ -197,19 +197,26 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
     picked = draws[np.linspace(0, len(draws) - 1, min(30, len(draws))).astype(int)]
     simulated = np.stack([problem.simulate(x)["simulation"].to_numpy() for x in picked])
     at_mean = problem.simulate(mean)
+    measurements = problem.petab_problem.measurement_df
+    pre = measurements.get("preequilibrationConditionId")
+    condition = measurements["simulationConditionId"].astype(str).to_numpy()
+    if pre is not None:  # "pre -> simulation", as Experiment.label writes a pair
+        pre = pre.fillna("").astype(str).to_numpy()
+        condition = np.where(pre != "", np.char.add(np.char.add(pre, " -> "), condition), condition)
     panels = []
     for group in problem.graph.groups:
         predictive = idata.posterior_predictive[group.observable.id].values
         predictive = predictive.reshape(-1, predictive.shape[-1])
-        for e in np.unique(group.experiment):
-            panels.append((group, e, predictive[:, group.experiment == e]))
+        labels = condition[group.rows]  # one panel per condition, not per simulation
+        for label in dict.fromkeys(labels):
+            mask = labels == label
+            panels.append((group, label, mask, predictive[:, mask]))
     shown = panels[:max_panels]
     columns = min(4, len(shown))
     rows = math.ceil(len(shown) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
-    for ax, (group, e, predictive) in zip(axes.flat, shown):
+    for ax, (group, label, mask, predictive) in zip(axes.flat, shown):
         observable = group.observable
-        mask = group.experiment == e
         rows_e = group.rows[mask]
         t = group.time[mask]
         finite = np.isfinite(t)
@@ -247,7 +254,7 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
             ax.annotate("t = inf", (right, ax.get_ylim()[1]), fontsize=7, ha="center", va="top")
         if observable.transformation != "lin":
             ax.set_yscale("log")
-        ax.set_title(f"{observable.id}\n{problem.experiments[e].label}", fontsize=8)
+        ax.set_title(f"{observable.id}\n{label}", fontsize=8)
         ax.set_xlabel("time")
     for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")

@@ -6,17 +6,24 @@ An *experiment* is one combination of a ``simulationConditionId`` and an optiona
 (``get_parameter_mapping_for_condition``, once per distinct condition) gives every model
 parameter's value during pre-equilibration and simulation: a number, or the id of an
 estimated parameter.
-Condition-table columns that name species set initial values instead; they are collected
-here as :class:`SpeciesOverride` entries (a number, a parameter id, or NaN: keep the
-model's value). Experiments with pre-equilibration come after those without, so each group
-is one contiguous block of the experiment axis.
+Condition-table columns that name species set initial values instead (a number, a
+parameter id, or NaN: keep the model's value). Experiments with pre-equilibration come
+after those without, so each group is one contiguous block of the experiment axis.
+
+Condition pairs whose settings are all equal (every model parameter's value and every
+initial value, in both roles) are one simulation: they become one experiment, simulated
+once at the union of their measurement times, and :attr:`Experiment.conditions` lists the
+pairs it stands for. The measurements keep their own condition ids; observable and noise
+parameters are resolved per measurement, so the measurements of merged conditions may
+still differ in them. (Bachmann_MSB2011's 36 simulation conditions are 12 distinct
+simulations.)
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import petab.v1 as petab
@@ -46,6 +53,10 @@ class Experiment:
         id; NaN: keep the model's, or after pre-equilibration the steady state's, value).
     preequilibration_species : dict of str to float or str
         The same for the pre-equilibration condition.
+    conditions : tuple of (str, str or None)
+        Every (``simulationConditionId``, ``preequilibrationConditionId``) pair of the
+        measurement table that this experiment simulates, its own first: pairs whose
+        settings are all equal share one simulation.
     """
 
     simulation: str
@@ -54,12 +65,40 @@ class Experiment:
     preequilibration_parameters: dict = field(repr=False)
     species: dict = field(repr=False)
     preequilibration_species: dict = field(repr=False)
+    conditions: tuple = ()
+
+    def __post_init__(self) -> None:
+        own = (self.simulation, self.preequilibration)
+        if not self.conditions:
+            object.__setattr__(self, "conditions", (own,))
+        elif self.conditions[0] != own:
+            raise ValueError(
+                f"conditions must start with the experiment's own pair {own!r}, "
+                f"got {self.conditions[0]!r}"
+            )
 
     @property
     def label(self) -> str:
-        if self.preequilibration:
-            return f"{self.preequilibration} -> {self.simulation}"
-        return self.simulation
+        """The condition pairs it simulates, ``pre -> simulation``, joined by ``" = "``."""
+        return " = ".join(f"{pre} -> {sim}" if pre else sim for sim, pre in self.conditions)
+
+    def settings_key(self) -> tuple:
+        """Everything that the simulation depends on, hashable (NaN as a marker): equal
+        keys, equal simulations."""
+
+        def frozen(mapping: dict) -> tuple:
+            return tuple(
+                (k, "NaN" if isinstance(v, float) and math.isnan(v) else v)
+                for k, v in sorted(mapping.items())
+            )
+
+        return (
+            self.preequilibration is not None,
+            frozen(self.parameters),
+            frozen(self.preequilibration_parameters),
+            frozen(self.species),
+            frozen(self.preequilibration_species),
+        )
 
 
 def _condition_entry(condition_df: pd.DataFrame, condition_id: str, column: str):
@@ -135,7 +174,8 @@ class _ConditionMapping:
 
 
 def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experiment]:
-    """The experiments of a PEtab problem, those without pre-equilibration first.
+    """The experiments of a PEtab problem, those without pre-equilibration first; condition
+    pairs with equal settings merged into one experiment (see the module's docstring).
 
     Parameters
     ----------
@@ -173,4 +213,15 @@ def read_experiments(problem: petab.Problem, system: OdeSystem) -> list[Experime
                 else {},
             )
         )
-    return sorted(experiments, key=lambda e: e.preequilibration is not None)
+    return sorted(_merge_equal(experiments), key=lambda e: e.preequilibration is not None)
+
+
+def _merge_equal(experiments: list[Experiment]) -> list[Experiment]:
+    """One experiment per distinct :meth:`Experiment.settings_key`, in first-seen order."""
+    merged: dict[tuple, list[Experiment]] = {}
+    for experiment in experiments:
+        merged.setdefault(experiment.settings_key(), []).append(experiment)
+    return [
+        replace(same[0], conditions=tuple(pair for e in same for pair in e.conditions))
+        for same in merged.values()
+    ]

@@ -62,9 +62,14 @@ def _experiment_key(simulation, preequilibration) -> tuple:
     return (simulation, pre)
 
 
+def _experiment_index(experiments: list[Experiment]) -> dict[tuple, int]:
+    """Each (simulation, pre-equilibration) condition pair's experiment."""
+    return {pair: k for k, e in enumerate(experiments) for pair in e.conditions}
+
+
 def experiment_times(measurement_df: pd.DataFrame, experiments: list[Experiment]) -> np.ndarray:
     """The output times (E, T): each experiment's distinct measurement times, padded."""
-    index = {(e.simulation, e.preequilibration): k for k, e in enumerate(experiments)}
+    index = _experiment_index(experiments)
     pre = measurement_df.get(
         C.PREEQUILIBRATION_CONDITION_ID, pd.Series("", index=measurement_df.index)
     )
@@ -109,7 +114,7 @@ def group_measurements(
     values: ParameterValues,
 ) -> list[MeasurementGroup]:
     """One :class:`MeasurementGroup` per observable that has measurements, in table order."""
-    index = {(e.simulation, e.preequilibration): k for k, e in enumerate(experiments)}
+    index = _experiment_index(experiments)
     columns = {
         c: measurement_df[c].tolist() if c in measurement_df else None
         for c in (

@@ -105,6 +105,57 @@ def test_routes_agree(turnover_yaml):
     )
 
 
+def _with_a_copy_of_stim(folder, copy_initial_value: float) -> str:
+    """The problem with a condition ``stim_copy`` (``stim``'s ``u``, the initial value of
+    ``A`` given) that two groups of measurements use instead of ``stim``: ``obs_log_b`` at
+    t = 1.5 and, after pre-equilibration, ``obs_log10`` at t = inf."""
+    yaml = write_turnover_problem(folder)
+    conditions = pd.read_csv(folder / "conditions.tsv", sep="\t")
+    conditions.loc[len(conditions)] = {"conditionId": "stim_copy", "u": "u_stim", "A": math.nan}
+    conditions.loc[len(conditions) - 1, "A"] = copy_initial_value
+    conditions.to_csv(folder / "conditions.tsv", sep="\t", index=False)
+    measurements = pd.read_csv(folder / "measurements.tsv", sep="\t")
+    stim = measurements["simulationConditionId"] == "stim"
+    moved = stim & (
+        ((measurements["observableId"] == "obs_log_b") & (measurements["time"] == 1.5))
+        | ((measurements["observableId"] == "obs_log10") & np.isinf(measurements["time"]))
+    )
+    assert moved.sum() == 3
+    measurements.loc[moved, "simulationConditionId"] = "stim_copy"
+    measurements.to_csv(folder / "measurements.tsv", sep="\t", index=False)
+    return yaml
+
+
+def test_conditions_with_equal_settings_share_one_simulation(turnover, tmp_path):
+    options = dict(relative_tolerance=1e-10, absolute_tolerance=1e-12)
+    copy = PetabProblem.from_yaml(_with_a_copy_of_stim(tmp_path / "same", math.nan), **options)
+    assert [e.label for e in copy.experiments] == [
+        "set",
+        "stim = stim_copy",
+        "pre -> stim = pre -> stim_copy",
+        "pre -> stim_set",
+    ]
+    x = turnover.x_nominal + 0.1 * np.linspace(-1, 1, len(turnover.parameters))
+    value, gradient = copy.log_likelihood_and_gradient(x)
+    expected_value, expected_gradient = turnover.log_likelihood_and_gradient(x)
+    assert value == pytest.approx(expected_value, rel=1e-12)
+    np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-10)
+    np.testing.assert_allclose(
+        copy.simulate(x)["simulation"], turnover.simulate(x)["simulation"], rtol=1e-12
+    )
+    # a different initial value is a different simulation: not merged, and it counts
+    other = PetabProblem.from_yaml(_with_a_copy_of_stim(tmp_path / "other", 1.5), **options)
+    assert [e.label for e in other.experiments] == [
+        "set",
+        "stim",
+        "stim_copy",
+        "pre -> stim",
+        "pre -> stim_copy",
+        "pre -> stim_set",
+    ]
+    assert other.log_likelihood(x) != pytest.approx(expected_value, rel=1e-3)
+
+
 def test_x_is_checked(turnover):
     with pytest.raises(ValueError, match=r"x must have shape \(9,\)"):
         turnover.log_likelihood(np.zeros(3))
