@@ -34,6 +34,8 @@ from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 
 __all__ = ["Experiment", "read_experiments"]
 
+_NAN_MARKER = ("NaN",)  # a tuple: values are numbers or parameter ids (strings)
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -83,12 +85,12 @@ class Experiment:
         return " = ".join(f"{pre} -> {sim}" if pre else sim for sim, pre in self.conditions)
 
     def settings_key(self) -> tuple:
-        """Everything that the simulation depends on, hashable (NaN as a marker): equal
-        keys, equal simulations."""
+        """Everything that the simulation depends on, hashable (NaN, which equals nothing,
+        as a marker no parameter id can be): equal keys, equal simulations."""
 
         def frozen(mapping: dict) -> tuple:
             return tuple(
-                (k, "NaN" if isinstance(v, float) and math.isnan(v) else v)
+                (k, _NAN_MARKER if isinstance(v, float) and math.isnan(v) else v)
                 for k, v in sorted(mapping.items())
             )
 
