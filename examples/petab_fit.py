@@ -45,6 +45,8 @@ import numpy as np
 
 import pymc_odesens
 from pymc_odesens.petab import PetabProblem
+from pymc_odesens.petab.experiments import condition_label
+from pymc_odesens.petab.measurements import measurement_conditions
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
@@ -197,12 +199,12 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
     picked = draws[np.linspace(0, len(draws) - 1, min(30, len(draws))).astype(int)]
     simulated = np.stack([problem.simulate(x)["simulation"].to_numpy() for x in picked])
     at_mean = problem.simulate(mean)
-    measurements = problem.petab_problem.measurement_df
-    pre = measurements.get("preequilibrationConditionId")
-    condition = measurements["simulationConditionId"].astype(str).to_numpy()
-    if pre is not None:  # "pre -> simulation", as Experiment.label writes a pair
-        pre = pre.fillna("").astype(str).to_numpy()
-        condition = np.where(pre != "", np.char.add(np.char.add(pre, " -> "), condition), condition)
+    condition = np.array(
+        [
+            condition_label(*pair)
+            for pair in measurement_conditions(problem.petab_problem.measurement_df)
+        ]
+    )
     panels = []
     for group in problem.graph.groups:
         predictive = idata.posterior_predictive[group.observable.id].values

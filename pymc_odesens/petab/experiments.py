@@ -32,9 +32,15 @@ from petab.v1 import C
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 
-__all__ = ["Experiment", "read_experiments"]
+__all__ = ["Experiment", "condition_label", "read_experiments"]
 
 _NAN_MARKER = ("NaN",)  # a tuple: values are numbers or parameter ids (strings)
+
+
+def condition_label(simulation: str, preequilibration: str | None) -> str:
+    """A condition pair as messages and plots name it: ``pre -> simulation``, or
+    ``simulation`` alone without pre-equilibration."""
+    return f"{preequilibration} -> {simulation}" if preequilibration else simulation
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,8 @@ class Experiment:
 
     @property
     def label(self) -> str:
-        """The condition pairs it simulates, ``pre -> simulation``, joined by ``" = "``."""
-        return " = ".join(f"{pre} -> {sim}" if pre else sim for sim, pre in self.conditions)
+        """The condition pairs it simulates (:func:`condition_label`), joined by ``" = "``."""
+        return " = ".join(condition_label(*pair) for pair in self.conditions)
 
     def settings_key(self) -> tuple:
         """Everything that the simulation depends on, hashable (NaN, which equals nothing,

@@ -23,7 +23,7 @@ from pymc_odesens.petab.experiments import Experiment
 from pymc_odesens.petab.observables import ObservableModel
 from pymc_odesens.petab.parameters import ParameterValues
 
-__all__ = ["MeasurementGroup", "experiment_times", "group_measurements"]
+__all__ = ["MeasurementGroup", "experiment_times", "group_measurements", "measurement_conditions"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,9 +57,15 @@ class MeasurementGroup:
         return len(self.rows)
 
 
-def _experiment_key(simulation, preequilibration) -> tuple:
-    pre = preequilibration if isinstance(preequilibration, str) and preequilibration else None
-    return (simulation, pre)
+def measurement_conditions(measurement_df: pd.DataFrame) -> list[tuple[str, str | None]]:
+    """Each measurement row's condition pair: (``simulationConditionId``,
+    ``preequilibrationConditionId``, None where the column is absent or the cell empty)."""
+    simulations = measurement_df[C.SIMULATION_CONDITION_ID].tolist()
+    column = measurement_df.get(C.PREEQUILIBRATION_CONDITION_ID)
+    pres = [None] * len(simulations) if column is None else column.tolist()
+    return [
+        (sim, pre if isinstance(pre, str) and pre else None) for sim, pre in zip(simulations, pres)
+    ]
 
 
 def _experiment_index(experiments: list[Experiment]) -> dict[tuple, int]:
@@ -70,12 +76,9 @@ def _experiment_index(experiments: list[Experiment]) -> dict[tuple, int]:
 def experiment_times(measurement_df: pd.DataFrame, experiments: list[Experiment]) -> np.ndarray:
     """The output times (E, T): each experiment's distinct measurement times, padded."""
     index = _experiment_index(experiments)
-    pre = measurement_df.get(
-        C.PREEQUILIBRATION_CONDITION_ID, pd.Series("", index=measurement_df.index)
-    )
     distinct: list[set] = [set() for _ in experiments]
-    for sim, p, t in zip(measurement_df[C.SIMULATION_CONDITION_ID], pre, measurement_df[C.TIME]):
-        distinct[index[_experiment_key(sim, p)]].add(float(t))
+    for pair, t in zip(measurement_conditions(measurement_df), measurement_df[C.TIME]):
+        distinct[index[pair]].add(float(t))
     own = []
     for k, ts in enumerate(distinct):
         values = np.array(sorted(ts), dtype=float)
@@ -115,12 +118,11 @@ def group_measurements(
 ) -> list[MeasurementGroup]:
     """One :class:`MeasurementGroup` per observable that has measurements, in table order."""
     index = _experiment_index(experiments)
+    pairs = measurement_conditions(measurement_df)
     columns = {
         c: measurement_df[c].tolist() if c in measurement_df else None
         for c in (
             C.OBSERVABLE_ID,
-            C.SIMULATION_CONDITION_ID,
-            C.PREEQUILIBRATION_CONDITION_ID,
             C.TIME,
             C.MEASUREMENT,
             C.OBSERVABLE_PARAMETERS,
@@ -145,11 +147,7 @@ def group_measurements(
         experiment, time_index, time, data, obs_idx, noise_idx = [], [], [], [], [], []
         for r in rows:
             where = f"measurement table, row {r} ({oid})"
-            k = index[
-                _experiment_key(
-                    cell(C.SIMULATION_CONDITION_ID, r), cell(C.PREEQUILIBRATION_CONDITION_ID, r)
-                )
-            ]
+            k = index[pairs[r]]
             t = float(cell(C.TIME, r))
             value = float(cell(C.MEASUREMENT, r))
             if not math.isfinite(value):
