@@ -14,9 +14,10 @@ finds the mode of the log-density in the sampler's coordinates (L-BFGS-B with th
 exact gradient, :func:`find_posterior_mode`), takes the Hessian there by central
 differences of that gradient (:func:`negative_hessian`), and returns a NUTS step whose
 mass matrix starts as its inverse (the Laplace approximation's covariance) and is then
-adapted to the draws during tuning as PyMC's ``"adapt_full"`` does. The posterior is
-unchanged; only NUTS's metric is. Where the posterior is far from a Gaussian the draws
-correct the start over the tuning windows.
+adapted to the draws during tuning, each window's estimate anchored to that covariance
+(:mod:`pymc_odesens.pymc.anchored_potential`). The posterior is unchanged; only NUTS's
+metric is. Where the posterior is far from a Gaussian the draws correct the start over
+the tuning windows.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
-from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 from scipy.optimize import minimize
+
+from pymc_odesens.pymc.anchored_potential import AnchoredFullAdapt
 
 __all__ = ["PosteriorMode", "find_posterior_mode", "negative_hessian", "mode_metric_nuts"]
 
@@ -257,8 +259,9 @@ def mode_metric_nuts(
 
     Give the step to :func:`pymc_odesens.sample` (or ``pm.sample``) as ``step=``; chains may
     start anywhere (``initvals``). During tuning the mass matrix is re-estimated from the
-    draws (PyMC's ``QuadPotentialFullAdapt``), with the mode's covariance counted as
-    ``initial_weight`` draws.
+    draws of each adaptation window (PyMC's ``QuadPotentialFullAdapt`` schedule), with the
+    mode's covariance counted as ``initial_weight`` draws in every window
+    (:class:`~pymc_odesens.pymc.anchored_potential.AnchoredFullAdapt`).
 
     Parameters
     ----------
@@ -271,7 +274,7 @@ def mode_metric_nuts(
     fd_step : float
         The Hessian's difference step in the sampler's coordinates (1e-3).
     initial_weight : int
-        How many draws the mode's covariance counts for in the adaptation (100).
+        How many draws the mode's covariance counts for in each window's estimate (100).
     compile_kwargs : dict, optional
         PyTensor's compile arguments for the mode search and for NUTS; default
         ``{"mode": "NUMBA"}`` as in :func:`pymc_odesens.sample`.
@@ -332,12 +335,7 @@ def mode_metric_nuts(
             UserWarning,
             stacklevel=2,
         )
-    potential = QuadPotentialFullAdapt(
-        mode.vector.size,
-        mode.vector,
-        initial_cov=covariance,
-        initial_weight=initial_weight,
-    )
+    potential = AnchoredFullAdapt(mode.vector.size, mode.vector, covariance, initial_weight)
     step = pm.NUTS(
         vars=variables,
         model=model,
