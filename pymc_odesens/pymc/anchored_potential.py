@@ -8,9 +8,8 @@ draws (101 draws for Bachmann_MSB2011's 113 parameters: the Cholesky factor fail
 the sampler goes on with a factor that no longer matches the covariance it uses), and
 after tuning it is the covariance of a few hundred autocorrelated draws, whose smallest
 eigenvalues are underestimated by a factor of several when ``n`` is a large fraction of
-the draw count. Each chain then ends tuning with its own, differently wrong metric (on
-Bachmann_MSB2011: step sizes 0.036 to 0.16 between chains, and chains that sample
-visibly different widths in 1000 draws; docs/petab.md).
+the draw count (on a 113-dimensional standard normal: eigenvalues 0.096 to 2.98 after
+320 draws, against 0.38 to 2.36 with the anchor).
 
 :class:`AnchoredFullAdapt` starts every window's estimate from the anchor covariance
 (the Laplace covariance at the mode) counted as ``initial_weight`` draws, so the metric
