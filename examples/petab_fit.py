@@ -86,6 +86,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         "(found first by L-BFGS-B), adapted to the draws during tuning",
     )
     parser.add_argument(
+        "--pooled-metric",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --mode-mass-matrix: after tuning, N draws per chain give one dense metric "
+        "from all chains, with which every chain continues (--tune more steps for the step "
+        "size, then --draws); 0: each chain keeps its own metric (0)",
+    )
+    parser.add_argument(
+        "--step-size-tune",
+        type=int,
+        default=150,
+        help="with --pooled-metric: tuning steps of the step size under the pooled metric (150)",
+    )
+    parser.add_argument(
         "--sensitivity",
         default="auto",
         choices=("auto", "forward", "adjoint", "discrete_adjoint"),
@@ -148,22 +163,46 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     model = problem.build_model(sensitivity=args.sensitivity)
     # the NUTS step with the mode's mass matrix carries target_accept itself
     nuts = _mode_step(model, args) or {"target_accept": args.target_accept}
+    if args.pooled_metric and "step" not in nuts:
+        raise SystemExit("--pooled-metric needs --mode-mass-matrix")
     start = time.perf_counter()
     with model:
         # PyMC's NUTS with the log-density compiled in NUMBA mode (nutpie compiles its own)
-        idata = pymc_odesens.sample(
-            draws=args.draws,
-            tune=args.tune,
-            chains=args.chains,
-            cores=args.cores,
-            random_seed=args.seed,
-            **_start(problem, args),
-            nuts_sampler=args.sampler,
-            progressbar=not args.no_progressbar,
-            compute_convergence_checks=False,
-            **_sampler_kwargs(args),
-            **nuts,
-        )
+        if args.pooled_metric:
+            idata = pymc_odesens.sample_pooled_metric(
+                draws=args.draws,
+                step=nuts["step"],
+                tune=args.tune,
+                pooling_draws=args.pooled_metric,
+                step_size_tune=args.step_size_tune,
+                chains=args.chains,
+                cores=args.cores,
+                random_seed=args.seed,
+                initvals=_start(problem, args)["initvals"] if args.start != "jitter" else None,
+                progressbar=not args.no_progressbar,
+                compute_convergence_checks=False,
+            )
+            attrs = idata.sample_stats.attrs
+            print(
+                f"first stage: {attrs['first_stage_time']:.1f} s, step sizes after each "
+                f"chain's own tuning {np.round(attrs['first_stage_step_sizes'], 4).tolist()}; "
+                f"after the pooled metric's: "
+                f"{np.round(idata.sample_stats['step_size'].values[:, -1], 4).tolist()}"
+            )
+        else:
+            idata = pymc_odesens.sample(
+                draws=args.draws,
+                tune=args.tune,
+                chains=args.chains,
+                cores=args.cores,
+                random_seed=args.seed,
+                **_start(problem, args),
+                nuts_sampler=args.sampler,
+                progressbar=not args.no_progressbar,
+                compute_convergence_checks=False,
+                **_sampler_kwargs(args),
+                **nuts,
+            )
     wall = time.perf_counter() - start
     thinned = idata.sel(
         draw=slice(None, None, max(1, args.draws * args.chains // args.predictive_draws))

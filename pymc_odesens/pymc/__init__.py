@@ -30,6 +30,7 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
+from pymc_odesens.pymc.pooled_metric import pooled_covariance, sample_pooled_metric
 from pymc_odesens.pymc.sampling import (
     sample,
     sample_posterior_predictive,
@@ -68,6 +69,8 @@ __all__ = [
     "SMMALA",
     "sample",
     "mode_metric_nuts",
+    "sample_pooled_metric",
+    "pooled_covariance",
     "find_posterior_mode",
     "PosteriorMode",
     "sample_posterior_predictive",

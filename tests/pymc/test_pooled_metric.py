@@ -1,0 +1,89 @@
+"""NUTS whose chains share one dense metric from the draws of all of them."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_odesens
+from pymc_odesens.pymc.anchored_potential import AnchoredFullAdapt
+from pymc_odesens.pymc.pooled_metric import pooled_covariance
+from tests.pymc.test_anchored_potential import _anchored_covariance
+
+COVARIANCE = np.array([[1.0, 0.95, 0.0], [0.95, 1.0, 0.0], [0.0, 0.0, 0.04]])
+MEAN = np.array([1.0, -2.0, 0.5])
+
+
+def test_pooled_covariance_without_an_anchor_is_stan_regularised_sample_covariance():
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(3, 40, 4)) * [1.0, 2.0, 0.5, 3.0]
+    flat = draws.reshape(120, 4)
+    expected = (120 / 125) * np.cov(flat, rowvar=False) + (1e-3 * 5 / 125) * np.eye(4)
+    np.testing.assert_allclose(pooled_covariance(draws), expected, rtol=1e-12)
+
+
+def test_pooled_covariance_of_an_anchored_step_counts_the_anchor_once_for_all_chains():
+    rng = np.random.default_rng(1)
+    mean0 = rng.normal(size=5)
+    cov0 = np.diag(rng.uniform(0.5, 2.0, size=5))
+    potential = AnchoredFullAdapt(5, mean0, cov0, 7)
+    # two chains in different places: the pooled estimate spans both
+    draws = np.stack([rng.normal(size=(30, 5)) - 2.0, rng.normal(size=(30, 5)) + 2.0])
+    expected = _anchored_covariance(mean0, cov0, 7, draws.reshape(60, 5))
+    np.testing.assert_allclose(pooled_covariance(draws, potential), expected, rtol=1e-10)
+    assert np.all(np.diag(expected) > 4.0)  # the chains' separation, not one chain's spread
+
+
+def test_pooled_covariance_refuses_draws_of_the_wrong_shape():
+    with pytest.raises(ValueError, match=r"draws: expected shape \(chains, draws, n\)"):
+        pooled_covariance(np.zeros((10, 3)))
+
+
+def _gaussian_model():
+    with pm.Model() as model:
+        pm.MvNormal("x", mu=MEAN, cov=COVARIANCE)
+    return model
+
+
+def test_chains_from_far_apart_share_the_metric_and_sample_the_posterior():
+    model = _gaussian_model()
+    with model:
+        step, _ = pymc_odesens.mode_metric_nuts()
+        idata = pymc_odesens.sample_pooled_metric(
+            1500,
+            step=step,
+            tune=200,
+            pooling_draws=100,
+            step_size_tune=100,
+            chains=2,
+            cores=1,
+            random_seed=5,
+            initvals=[{"x": MEAN + 6.0}, {"x": MEAN - 6.0}],
+            progressbar=False,
+        )
+    draws = idata.posterior["x"].values  # (chain, draw, 3)
+    assert draws.shape == (2, 1500, 3)
+    flat = draws.reshape(-1, 3)
+    sd = np.sqrt(np.diag(COVARIANCE))
+    np.testing.assert_allclose(flat.mean(axis=0), MEAN, atol=0.1 * sd.max())
+    np.testing.assert_allclose(np.cov(flat, rowvar=False), COVARIANCE, atol=0.1)
+    for chain in draws:  # each chain alone: the same distribution
+        np.testing.assert_allclose(chain.mean(axis=0), MEAN, atol=0.15)
+    attrs = idata.sample_stats.attrs
+    assert attrs["pooled_metric_draws"] == 100
+    assert attrs["first_stage_time"] > 0
+    assert len(attrs["first_stage_step_sizes"]) == 2
+    assert attrs["tuning_steps"] == 100
+
+
+def test_arguments_are_checked_with_their_names():
+    model = _gaussian_model()
+    with model:
+        nuts = pm.NUTS()
+        with pytest.raises(ValueError, match="chains: expected at least 2"):
+            pymc_odesens.sample_pooled_metric(10, step=nuts, chains=1)
+        with pytest.raises(ValueError, match="pooling_draws: expected a positive count"):
+            pymc_odesens.sample_pooled_metric(10, step=nuts, pooling_draws=0)
+        with pytest.raises(ValueError, match="step: expected a pymc.NUTS step"):
+            pymc_odesens.sample_pooled_metric(10, step=pm.Metropolis())
+        with pytest.raises(ValueError, match="return_inferencedata: sample_pooled_metric"):
+            pymc_odesens.sample_pooled_metric(10, step=nuts, return_inferencedata=False)
