@@ -178,6 +178,22 @@ def test_petab_fit_with_the_mass_matrix_from_the_mode(tmp_path, capsys):
         example.main(argv + ["--sampler", "nutpie"])
 
 
+def test_petab_fit_with_one_metric_pooled_from_all_chains(capsys):
+    example = load_example("petab_fit")
+    argv = short_run(draws=15, tune=20, chains=2, cores=1) + ["--no-plot"]
+    pooled = ["--pooled-metric", "10", "--step-size-tune", "10"]
+    result = example.main(argv + ["--mode-mass-matrix"] + pooled)
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("first stage:"))
+    assert "step sizes after each chain's own tuning" in line
+    idata = result["idata"]
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 15
+    assert idata.sample_stats.attrs["pooled_metric_draws"] == 10
+    assert idata.sample_stats.attrs["tuning_steps"] == 10  # the second stage's
+    with pytest.raises(SystemExit, match="--pooled-metric needs --mode-mass-matrix"):
+        example.main(argv + pooled)
+
+
 def test_sbml_model_example_solves_the_boehm_model(capsys):
     example = load_example("sbml_model")
     result = example.main(["--points", "5"])
