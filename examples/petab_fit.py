@@ -20,7 +20,10 @@ annotation and printed).
 
 Each chain starts at its own random point within 0.1 of the nominal values on each
 parameter's scale (``--start-spread``; ``--start jitter`` for PyMC's default, which moves a
-parameter with wide bounds by decades: docs/petab.md, "Sampling").
+parameter with wide bounds by decades: docs/petab.md, "Sampling"). For problems with many
+correlated parameters, ``--mode-mass-matrix`` starts a dense mass matrix from the Hessian
+at the posterior mode, and ``--pooled-metric N`` then gives all chains one metric, pooled
+from N draws of each after their own tuning.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
