@@ -94,8 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help="with --mode-mass-matrix: after tuning, N draws per chain give one dense metric "
-        "from all chains, with which every chain continues (--tune more steps for the step "
-        "size, then --draws); 0: each chain keeps its own metric (0)",
+        "from all chains, with which every chain continues (--step-size-tune steps for the "
+        "step size, then --draws); 0: each chain keeps its own metric (0)",
     )
     parser.add_argument(
         "--step-size-tune",

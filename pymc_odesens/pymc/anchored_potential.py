@@ -62,7 +62,7 @@ class AnchoredFullAdapt(QuadPotentialFullAdapt):
             **kwargs,
         )
 
-    def _anchored_estimate(self) -> _WeightedCovariance:
+    def anchored_estimate(self) -> _WeightedCovariance:
         """A new window's running estimate: the anchor, counted as ``anchor_weight`` draws."""
         return _WeightedCovariance(
             self._n, self._initial_mean, self._initial_cov, self._initial_weight, self.dtype
@@ -70,10 +70,10 @@ class AnchoredFullAdapt(QuadPotentialFullAdapt):
 
     def reset(self) -> None:
         super().reset()
-        self._background_cov = self._anchored_estimate()
+        self._background_cov = self.anchored_estimate()
 
     def update(self, sample: np.ndarray, grad: np.ndarray, tune: bool) -> None:
         window_ends = tune and self._n_samples - self._previous_update >= self.adaptation_window
         super().update(sample, grad, tune)
         if window_ends:  # the base class has just started an unanchored background window
-            self._background_cov = self._anchored_estimate()
+            self._background_cov = self.anchored_estimate()

@@ -85,5 +85,7 @@ def test_arguments_are_checked_with_their_names():
             pymc_odesens.sample_pooled_metric(10, step=nuts, pooling_draws=0)
         with pytest.raises(ValueError, match="step: expected a pymc.NUTS step"):
             pymc_odesens.sample_pooled_metric(10, step=pm.Metropolis())
+        with pytest.raises(ValueError, match="nuts_sampler: expected 'pymc'"):
+            pymc_odesens.sample_pooled_metric(10, step=nuts, nuts_sampler="nutpie")
         with pytest.raises(ValueError, match="return_inferencedata: sample_pooled_metric"):
             pymc_odesens.sample_pooled_metric(10, step=nuts, return_inferencedata=False)
