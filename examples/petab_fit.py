@@ -328,10 +328,16 @@ def sampling_line(
         if (chains, draws) == (args.chains, args.draws)
         else f"; interrupted: {args.chains} x {args.draws} asked for"
     )
+    tuning = (
+        f"{args.tune} tuning steps"
+        if not args.pooled_metric
+        else f"{args.tune} tuning steps + {args.pooled_metric} draws pooled into one metric + "
+        f"{args.step_size_tune} step-size tuning steps"
+    )
     return (
         f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
         f"sampling wall time {wall:.1f} s ({chains} chains x {draws} draws, "
-        f"{args.tune} tuning steps, {args.sampler}{asked})"
+        f"{tuning}, {args.sampler}{asked})"
     )
 
 

@@ -186,6 +186,10 @@ def test_petab_fit_with_one_metric_pooled_from_all_chains(capsys):
     out = capsys.readouterr().out
     line = next(s for s in out.splitlines() if s.startswith("first stage:"))
     assert "step sizes after each chain's own tuning" in line
+    assert (
+        "(2 chains x 15 draws, 20 tuning steps + 10 draws pooled into one metric + 10 "
+        "step-size tuning steps, pymc)" in out
+    )
     idata = result["idata"]
     assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 15
     assert idata.sample_stats.attrs["pooled_metric_draws"] == 10
