@@ -168,22 +168,25 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     nuts = _mode_step(model, args) or {"target_accept": args.target_accept}
     if args.pooled_metric and "step" not in nuts:
         raise SystemExit("--pooled-metric needs --mode-mass-matrix")
+    common = {
+        "draws": args.draws,
+        "tune": args.tune,
+        "chains": args.chains,
+        "cores": args.cores,
+        "random_seed": args.seed,
+        "progressbar": not args.no_progressbar,
+        "compute_convergence_checks": False,
+    }
     start = time.perf_counter()
     with model:
         # PyMC's NUTS with the log-density compiled in NUMBA mode (nutpie compiles its own)
         if args.pooled_metric:
             idata = pymc_odesens.sample_pooled_metric(
-                draws=args.draws,
                 step=nuts["step"],
-                tune=args.tune,
                 pooling_draws=args.pooled_metric,
                 step_size_tune=args.step_size_tune,
-                chains=args.chains,
-                cores=args.cores,
-                random_seed=args.seed,
-                initvals=_start(problem, args)["initvals"] if args.start != "jitter" else None,
-                progressbar=not args.no_progressbar,
-                compute_convergence_checks=False,
+                initvals=_start(problem, args).get("initvals"),
+                **common,
             )
             attrs = idata.sample_stats.attrs
             print(
@@ -194,15 +197,9 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
             )
         else:
             idata = pymc_odesens.sample(
-                draws=args.draws,
-                tune=args.tune,
-                chains=args.chains,
-                cores=args.cores,
-                random_seed=args.seed,
+                **common,
                 **_start(problem, args),
                 nuts_sampler=args.sampler,
-                progressbar=not args.no_progressbar,
-                compute_convergence_checks=False,
                 **_sampler_kwargs(args),
                 **nuts,
             )
