@@ -23,7 +23,9 @@ parameter's scale (``--start-spread``; ``--start jitter`` for PyMC's default, wh
 parameter with wide bounds by decades: docs/petab.md, "Sampling"). For problems with many
 correlated parameters, ``--mode-mass-matrix`` starts a dense mass matrix from the Hessian
 at the posterior mode, and ``--pooled-metric N`` then gives all chains one metric, pooled
-from N draws of each after their own tuning.
+from N draws of each after their own tuning; ``--save-trace T`` and a later
+``--resume T`` continue those chains (a metric pooled from all their draws) and add
+``--draws`` more, so a long run can be split over sessions.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
@@ -104,6 +106,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --pooled-metric: tuning steps of the step size under the pooled metric (150)",
     )
     parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="TRACE",
+        help="with --mode-mass-matrix: continue the chains of a trace written by "
+        "--save-trace, with one dense metric pooled from all its draws (--step-size-tune "
+        "steps for the step size, then --draws); the result holds its draws and the new ones",
+    )
+    parser.add_argument(
         "--sensitivity",
         default="auto",
         choices=("auto", "forward", "adjoint", "discrete_adjoint"),
@@ -166,8 +177,9 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     model = problem.build_model(sensitivity=args.sensitivity)
     # the NUTS step with the mode's mass matrix carries target_accept itself
     nuts = _mode_step(model, args) or {"target_accept": args.target_accept}
-    if args.pooled_metric and "step" not in nuts:
-        raise SystemExit("--pooled-metric needs --mode-mass-matrix")
+    for flag, used in (("--pooled-metric", args.pooled_metric), ("--resume", args.resume)):
+        if used and "step" not in nuts:
+            raise SystemExit(f"{flag} needs --mode-mass-matrix")
     common = {
         "draws": args.draws,
         "tune": args.tune,
@@ -180,7 +192,19 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     start = time.perf_counter()
     with model:
         # PyMC's NUTS with the log-density compiled in NUMBA mode (nutpie compiles its own)
-        if args.pooled_metric:
+        if args.resume:
+            idata = pymc_odesens.resume_pooled_metric(
+                az.from_netcdf(args.resume),
+                step=nuts["step"],
+                step_size_tune=args.step_size_tune,
+                **{k: v for k, v in common.items() if k not in ("tune", "chains")},
+            )
+            print(
+                f"continued {args.resume} ({idata.sample_stats.attrs['resumed_draws']} draws "
+                f"per chain); step sizes under the metric of all its draws: "
+                f"{np.round(idata.sample_stats['step_size'].values[:, -1], 4).tolist()}"
+            )
+        elif args.pooled_metric:
             idata = pymc_odesens.sample_pooled_metric(
                 step=nuts["step"],
                 pooling_draws=args.pooled_metric,
@@ -205,7 +229,16 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
             )
     wall = time.perf_counter() - start
     thinned = idata.sel(
-        draw=slice(None, None, max(1, args.draws * args.chains // args.predictive_draws))
+        draw=slice(
+            None,
+            None,
+            max(
+                1,
+                idata.posterior.sizes["draw"]
+                * idata.posterior.sizes["chain"]
+                // args.predictive_draws,
+            ),
+        )
     )
     with model:
         # PyMC's warning about potentials is silenced for the solver-failure rejection only
@@ -320,17 +353,25 @@ def sampling_line(
     """The run's last line: what was sampled, which after an interrupt (Ctrl-C: PyMC keeps
     the draws so far, of the chains it can keep at one length) is less than asked for."""
     chains, draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]
+    resumed = int(idata.sample_stats.attrs.get("resumed_draws", 0))
+    expected = (chains if resumed else args.chains, resumed + args.draws)
     asked = (
         ""
-        if (chains, draws) == (args.chains, args.draws)
-        else f"; interrupted: {args.chains} x {args.draws} asked for"
+        if (chains, draws) == expected
+        else f"; interrupted: {expected[0]} x {expected[1]} asked for"
     )
-    tuning = (
-        f"{args.tune} tuning steps"
-        if not args.pooled_metric
-        else f"{args.tune} tuning steps + {args.pooled_metric} draws pooled into one metric + "
-        f"{args.step_size_tune} step-size tuning steps"
-    )
+    if resumed:
+        tuning = (
+            f"{resumed} draws of {args.resume} + {args.step_size_tune} step-size tuning "
+            f"steps under their pooled metric + {args.draws} new"
+        )
+    elif args.pooled_metric:
+        tuning = (
+            f"{args.tune} tuning steps + {args.pooled_metric} draws pooled into one metric + "
+            f"{args.step_size_tune} step-size tuning steps"
+        )
+    else:
+        tuning = f"{args.tune} tuning steps"
     return (
         f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
         f"sampling wall time {wall:.1f} s ({chains} chains x {draws} draws, "

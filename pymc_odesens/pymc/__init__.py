@@ -30,7 +30,12 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
-from pymc_odesens.pymc.pooled_metric import pooled_covariance, sample_pooled_metric
+from pymc_odesens.pymc.pooled_metric import (
+    pooled_covariance,
+    resume_pooled_metric,
+    sample_pooled_metric,
+    sampler_coordinates,
+)
 from pymc_odesens.pymc.sampling import (
     sample,
     sample_posterior_predictive,
@@ -71,6 +76,8 @@ __all__ = [
     "mode_metric_nuts",
     "sample_pooled_metric",
     "pooled_covariance",
+    "resume_pooled_metric",
+    "sampler_coordinates",
     "find_posterior_mode",
     "PosteriorMode",
     "sample_posterior_predictive",

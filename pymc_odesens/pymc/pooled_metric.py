@@ -18,6 +18,10 @@ every chain from its last draw with that fixed metric, adapting only the step si
 ``step_size_tune`` steps before ``draws`` draws. Only the second stage's draws are
 returned: all chains then move under the same metric, so R-hat compares chains, not
 adaptations.
+
+:func:`resume_pooled_metric` continues such a trace (saved, say, at the end of one session)
+from the last draw of every chain, with one metric pooled from all its draws, so that
+draws along a slowly mixing direction accumulate over several runs.
 """
 
 from __future__ import annotations
@@ -27,12 +31,20 @@ import time
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
+import xarray as xr
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFull
+from pytensor.graph.replace import graph_replace
 
 from pymc_odesens.pymc.anchored_potential import AnchoredFullAdapt
 from pymc_odesens.pymc.sampling import sample
 
-__all__ = ["pooled_covariance", "sample_pooled_metric"]
+__all__ = [
+    "pooled_covariance",
+    "resume_pooled_metric",
+    "sample_pooled_metric",
+    "sampler_coordinates",
+]
 
 # Stan's regularisation of a window's covariance estimate: (n / (n + 5)) S + 1e-3 (5 / (n + 5)) I
 _STAN_SHRINK_DRAWS = 5
@@ -177,26 +189,17 @@ def sample_pooled_metric(
             for c in first.chains
         ]
     )
-    covariance = pooled_covariance(pooled, step.potential)
     step_sizes = [float(first.get_sampler_stats("step_size", chains=[c])[-1]) for c in first.chains]
     free = [rv.name for rv in model.free_RVs]
     restarts = [{name: first.point(-1, chain=c)[name] for name in free} for c in first.chains]
-    shared = pm.NUTS(
-        vars=step.vars,
+    idata = _shared_metric_stage(
+        pooled_covariance(pooled, step.potential),
+        restarts,
+        step=step,
         model=model,
-        potential=QuadPotentialFull(covariance),
-        target_accept=step.target_accept,
-        max_treedepth=step.max_treedepth,
-        logp_dlogp_func=step._logp_dlogp_func,
-    )
-    idata = sample(
-        draws,
-        model=model,
-        step=shared,
-        tune=step_size_tune,
-        chains=len(restarts),
+        draws=draws,
+        step_size_tune=step_size_tune,
         random_seed=second_seed,
-        initvals=restarts,
         **kwargs,
     )
     idata.sample_stats.attrs.update(
@@ -205,3 +208,209 @@ def sample_pooled_metric(
         first_stage_step_sizes=step_sizes,
     )
     return idata
+
+
+def _shared_metric_stage(
+    covariance: np.ndarray,
+    restarts: list[dict],
+    *,
+    step: pm.NUTS,
+    model: pm.Model,
+    draws: int,
+    step_size_tune: int,
+    random_seed,
+    **kwargs,
+) -> az.InferenceData:
+    """Every chain from its restart point with the fixed metric ``covariance``, tuning only
+    the step size."""
+    shared = pm.NUTS(
+        vars=step.vars,
+        model=model,
+        potential=QuadPotentialFull(covariance),
+        target_accept=step.target_accept,
+        max_treedepth=step.max_treedepth,
+        logp_dlogp_func=step._logp_dlogp_func,
+    )
+    return sample(
+        draws,
+        model=model,
+        step=shared,
+        tune=step_size_tune,
+        chains=len(restarts),
+        random_seed=random_seed,
+        initvals=restarts,
+        **kwargs,
+    )
+
+
+def sampler_coordinates(posterior, value_vars: list, model: pm.Model | None = None) -> np.ndarray:
+    """A posterior's draws in the sampler's coordinates (transformed, raveled).
+
+    Parameters
+    ----------
+    posterior : xarray.Dataset
+        Draws of the model's free random variables on their own (constrained) scale, with
+        dimensions ``chain`` and ``draw`` first, as in ``InferenceData.posterior``.
+    value_vars : list
+        The value variables in the sampler's order (``step.vars``).
+    model : pymc.Model, optional
+        Default: the model in context.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(chains, draws, n)``: each draw's value variables, transformed as the
+        model does and raveled in the order of ``value_vars``.
+    """
+    model = pm.modelcontext(model)
+    free = {rv.name for rv in model.free_RVs}
+    missing = sorted(free - set(posterior.data_vars))
+    if missing:
+        raise ValueError(f"posterior: expected draws of every free variable, missing {missing}")
+    # constrained values in; each value variable out, through its transform, whose
+    # arguments (bounds, ...) may depend on other free variables
+    inputs = {rv: rv.type() for rv in model.free_RVs}
+    outputs = []
+    for value in value_vars:
+        rv = model.values_to_rvs[value]
+        transform = model.rvs_to_transforms.get(rv)
+        outputs.append(
+            inputs[rv] if transform is None else transform.forward(inputs[rv], *rv.owner.inputs)
+        )
+    outputs = graph_replace(outputs, inputs, strict=False)
+    order = list(inputs)
+    forward = pytensor.function([inputs[rv] for rv in order], outputs, on_unused_input="ignore")
+    values = [posterior[rv.name].values for rv in order]
+    chains, count = values[0].shape[:2]
+    rows = [
+        np.concatenate([np.ravel(piece) for piece in forward(*(v[c, d] for v in values))])
+        for c in range(chains)
+        for d in range(count)
+    ]
+    return np.reshape(rows, (chains, count, -1))
+
+
+def resume_pooled_metric(
+    trace: az.InferenceData,
+    draws: int = 1000,
+    *,
+    step: pm.NUTS,
+    step_size_tune: int = 100,
+    model: pm.Model | None = None,
+    random_seed: int | None = None,
+    **kwargs,
+) -> az.InferenceData:
+    """Continue a trace's chains with one dense metric pooled from all its draws.
+
+    Long runs on slowly mixing posteriors can be split over several sessions: each
+    continuation starts every chain from its last draw, estimates the shared metric from
+    all draws so far (as :func:`pooled_covariance` does), tunes the step size for
+    ``step_size_tune`` steps and adds ``draws`` draws. Every segment is a Markov chain
+    that leaves the posterior invariant, started where the previous one stopped, so the
+    joined chains are valid draws; the tuning steps are discarded as usual.
+
+    Parameters
+    ----------
+    trace : arviz.InferenceData
+        The draws so far (``posterior`` with every free variable, at least 2 chains), e.g.
+        from :func:`sample_pooled_metric` or an earlier continuation.
+    draws : int
+        New draws per chain (1000).
+    step : pymc.NUTS
+        Gives ``target_accept``, ``max_treedepth``, the compiled log-density, and the anchor
+        of the metric estimate when its potential is an
+        :class:`~pymc_odesens.pymc.anchored_potential.AnchoredFullAdapt` (as from
+        :func:`~pymc_odesens.pymc.mode_metric.mode_metric_nuts`).
+    step_size_tune : int
+        Tuning steps of the step size per chain (100).
+    model : pymc.Model, optional
+        Default: the model in context.
+    random_seed : int, optional
+    **kwargs
+        Other arguments of :func:`pymc_odesens.sample` (``cores``, ``progressbar``, ...).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` and ``sample_stats``: the trace's draws followed by the new ones
+        (``observed_data`` and the like from the new run). ``sample_stats.attrs`` adds
+        ``resumed_draws`` (the trace's draws per chain) and ``metric_draws`` (draws in all
+        that gave the metric).
+    """
+    model = pm.modelcontext(model)
+    if not isinstance(step, pm.NUTS):
+        raise ValueError(f"step: expected a pymc.NUTS step, got {type(step).__name__}")
+    if not hasattr(trace, "posterior"):
+        raise ValueError("trace: expected an InferenceData with a posterior group")
+    chains = trace.posterior.sizes["chain"]
+    if chains < 2:
+        raise ValueError(
+            f"trace: expected at least 2 chains (the metric pools chains), got {chains}"
+        )
+    for name in ("chains", "tune", "initvals", "return_inferencedata"):
+        if name in kwargs:
+            raise ValueError(
+                f"{name}: resume_pooled_metric continues the trace's chains from their last "
+                f"draws (tuning only the step size, step_size_tune); do not pass it"
+            )
+    if kwargs.get("nuts_sampler", "pymc") != "pymc":
+        raise ValueError(
+            f"nuts_sampler: expected 'pymc' (the continuation runs a PyMC NUTS step), got "
+            f"{kwargs['nuts_sampler']!r}"
+        )
+    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
+    missing = sorted(set(recorded) - set(trace.posterior.data_vars))
+    if missing:
+        raise ValueError(
+            f"trace: expected draws of every free and deterministic variable of the model in "
+            f"its posterior, missing {missing}"
+        )
+    coordinates = sampler_coordinates(trace.posterior, step.vars, model)
+    free = [rv.name for rv in model.free_RVs]
+    restarts = [{name: trace.posterior[name].values[c, -1] for name in free} for c in range(chains)]
+    new = _shared_metric_stage(
+        pooled_covariance(coordinates, step.potential),
+        restarts,
+        step=step,
+        model=model,
+        draws=draws,
+        step_size_tune=step_size_tune,
+        random_seed=random_seed,
+        **kwargs,
+    )
+    previous = az.InferenceData(
+        posterior=trace.posterior[list(new.posterior.data_vars)],
+        sample_stats=_stats_like(trace, new.sample_stats),
+    )
+    joined = az.concat(
+        previous,
+        az.InferenceData(posterior=new.posterior, sample_stats=new.sample_stats),
+        dim="draw",
+    )
+    for group in new.groups():
+        if group not in ("posterior", "sample_stats"):
+            joined.add_groups({group: new[group]})
+    joined.sample_stats.attrs.update(
+        new.sample_stats.attrs,
+        resumed_draws=trace.posterior.sizes["draw"],
+        metric_draws=chains * trace.posterior.sizes["draw"],
+    )
+    return joined
+
+
+def _stats_like(trace: az.InferenceData, stats: xr.Dataset) -> xr.Dataset:
+    """The trace's sampler statistics named as in ``stats``; those the trace lacks (it may
+    come from another sampler, or none) are NaN over its draws."""
+    chains, draws = trace.posterior.sizes["chain"], trace.posterior.sizes["draw"]
+    own = trace.sample_stats if "sample_stats" in trace.groups() else xr.Dataset()
+    columns = {}
+    for name, new in stats.data_vars.items():
+        if name in own.data_vars:
+            columns[name] = own[name]
+        else:
+            shape = (chains, draws, *new.shape[2:])
+            columns[name] = (new.dims, np.full(shape, np.nan))
+    return xr.Dataset(
+        columns,
+        coords={"chain": trace.posterior["chain"].values, "draw": trace.posterior["draw"].values},
+    )

@@ -198,6 +198,33 @@ def test_petab_fit_with_one_metric_pooled_from_all_chains(capsys):
         example.main(argv + pooled)
 
 
+def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
+    example = load_example("petab_fit")
+    options = ["--no-plot", "--mode-mass-matrix"]
+    trace = tmp_path / "trace.nc"
+    first = example.main(
+        short_run(draws=12, tune=20, chains=2, cores=1) + options + ["--save-trace", str(trace)]
+    )
+    capsys.readouterr()
+    resume = ["--resume", str(trace), "--step-size-tune", "10"]
+    resumed = example.main(short_run(draws=10, tune=20, chains=2, cores=1) + options + resume)
+    out = capsys.readouterr().out
+    assert f"continued {trace} (12 draws per chain)" in out
+    assert (
+        f"(2 chains x 22 draws, 12 draws of {trace} + 10 step-size tuning steps under their "
+        "pooled metric + 10 new, pymc)" in out
+    )
+    before = first["idata"].posterior
+    joined = resumed["idata"].posterior
+    assert joined.sizes["draw"] == 22
+    for name in ("Epo_degradation_BaF3", "sd_pSTAT5A_rel"):
+        np.testing.assert_array_equal(joined[name].values[:, :12], before[name].values)
+    with pytest.raises(SystemExit, match="--resume needs --mode-mass-matrix"):
+        example.main(
+            short_run(draws=10, tune=10, chains=2, cores=1) + ["--no-plot", "--resume", str(trace)]
+        )
+
+
 def test_sbml_model_example_solves_the_boehm_model(capsys):
     example = load_example("sbml_model")
     result = example.main(["--points", "5"])

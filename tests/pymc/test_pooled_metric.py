@@ -6,7 +6,7 @@ import pytest
 
 import pymc_odesens
 from pymc_odesens.pymc.anchored_potential import AnchoredFullAdapt
-from pymc_odesens.pymc.pooled_metric import pooled_covariance
+from pymc_odesens.pymc.pooled_metric import pooled_covariance, sampler_coordinates
 from tests.pymc.test_anchored_potential import _anchored_covariance
 
 COVARIANCE = np.array([[1.0, 0.95, 0.0], [0.95, 1.0, 0.0], [0.0, 0.0, 0.04]])
@@ -89,3 +89,92 @@ def test_arguments_are_checked_with_their_names():
             pymc_odesens.sample_pooled_metric(10, step=nuts, nuts_sampler="nutpie")
         with pytest.raises(ValueError, match="return_inferencedata: sample_pooled_metric"):
             pymc_odesens.sample_pooled_metric(10, step=nuts, return_inferencedata=False)
+
+
+def test_sampler_coordinates_are_the_transformed_values_pymc_samples():
+    with pm.Model() as model:
+        width = pm.LogNormal("width", 0.0, 0.5)
+        pm.Uniform("inside", -1.0, width, shape=2)  # bounds that depend on another variable
+        pm.Normal("free", 0.0, 1.0)
+        idata = pymc_odesens.sample(
+            60,
+            tune=60,
+            chains=2,
+            cores=1,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+            idata_kwargs={"include_transformed": True},
+        )
+        value_vars = model.value_vars
+    coordinates = sampler_coordinates(idata.posterior, value_vars, model)
+    expected = np.concatenate(
+        [idata.posterior[v.name].values.reshape(2, 60, -1) for v in value_vars], axis=2
+    )
+    assert coordinates.shape == (2, 60, 4)
+    np.testing.assert_allclose(coordinates, expected, rtol=1e-10, atol=1e-12)
+    # a step over some of the variables (one of a compound step): only theirs
+    some = sampler_coordinates(idata.posterior, value_vars[1:], model)
+    np.testing.assert_allclose(some, expected[:, :, 1:], rtol=1e-10, atol=1e-12)
+
+
+def _iid_trace(chains: int, draws: int, seed: int):
+    """Exact draws of the Gaussian model, as a trace to continue."""
+    import arviz as az
+
+    rng = np.random.default_rng(seed)
+    x = rng.multivariate_normal(MEAN, COVARIANCE, size=(chains, draws))
+    return az.from_dict(
+        posterior={"x": x},
+        sample_stats={"diverging": np.zeros((chains, draws), bool)},
+    )
+
+
+def test_resumed_chains_keep_the_trace_and_add_draws_of_the_posterior():
+    model = _gaussian_model()
+    trace = _iid_trace(2, 150, seed=11)
+    with model:
+        step, _ = pymc_odesens.mode_metric_nuts()
+        joined = pymc_odesens.resume_pooled_metric(
+            trace, 1500, step=step, step_size_tune=100, cores=1, random_seed=7, progressbar=False
+        )
+    x = joined.posterior["x"].values
+    assert x.shape == (2, 1650, 3)
+    np.testing.assert_array_equal(x[:, :150], trace.posterior["x"].values)
+    new = x[:, 150:].reshape(-1, 3)
+    np.testing.assert_allclose(new.mean(axis=0), MEAN, atol=0.1)
+    np.testing.assert_allclose(np.cov(new, rowvar=False), COVARIANCE, atol=0.1)
+    attrs = joined.sample_stats.attrs
+    assert attrs["resumed_draws"] == 150 and attrs["metric_draws"] == 300
+    assert attrs["tuning_steps"] == 100
+    assert joined.sample_stats["diverging"].shape == (2, 1650)
+    # under the pooled metric of exact draws, a step of about one posterior sd:
+    # NUTS needs few leapfrog steps per draw even along the 0.95 correlation
+    steps = joined.sample_stats["n_steps"].values[:, 150:]
+    assert np.median(steps) <= 7
+
+
+def test_resume_arguments_are_checked_with_their_names():
+    model = _gaussian_model()
+    with model:
+        nuts = pm.NUTS()
+        with pytest.raises(ValueError, match="trace: expected at least 2 chains"):
+            pymc_odesens.resume_pooled_metric(_iid_trace(1, 20, 0), 10, step=nuts)
+        for name, value in (("chains", 4), ("tune", 10), ("initvals", {})):
+            with pytest.raises(ValueError, match=f"{name}: resume_pooled_metric continues"):
+                pymc_odesens.resume_pooled_metric(
+                    _iid_trace(2, 20, 0), 10, step=nuts, **{name: value}
+                )
+        with pytest.raises(ValueError, match="step: expected a pymc.NUTS step"):
+            pymc_odesens.resume_pooled_metric(_iid_trace(2, 20, 0), 10, step=pm.Metropolis())
+        with pytest.raises(ValueError, match="nuts_sampler: expected 'pymc'"):
+            pymc_odesens.resume_pooled_metric(
+                _iid_trace(2, 20, 0), 10, step=nuts, nuts_sampler="nutpie"
+            )
+    with pm.Model():
+        pm.Normal("y", shape=3)
+        nuts = pm.NUTS()
+        with pytest.raises(ValueError, match=r"trace: expected draws of every free and .*'y'"):
+            pymc_odesens.resume_pooled_metric(_iid_trace(2, 20, 0), 10, step=nuts)
+        with pytest.raises(ValueError, match=r"posterior: expected draws of every free .*'y'"):
+            sampler_coordinates(_iid_trace(2, 20, 0).posterior, nuts.vars)
