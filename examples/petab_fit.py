@@ -374,7 +374,8 @@ def sampling_line(
         tuning = f"{args.tune} tuning steps"
     return (
         f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
-        f"sampling wall time {wall:.1f} s ({chains} chains x {draws} draws, "
+        f"sampling wall time{' of this run' if resumed else ''} {wall:.1f} s "
+        f"({chains} chains x {draws} draws, "
         f"{tuning}, {args.sampler}{asked})"
     )
 

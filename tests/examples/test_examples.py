@@ -210,6 +210,7 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     resumed = example.main(short_run(draws=10, tune=20, chains=2, cores=1) + options + resume)
     out = capsys.readouterr().out
     assert f"continued {trace} (12 draws per chain)" in out
+    assert "sampling wall time of this run " in out
     assert (
         f"(2 chains x 22 draws, 12 draws of {trace} + 10 step-size tuning steps under their "
         "pooled metric + 10 new, pymc)" in out
