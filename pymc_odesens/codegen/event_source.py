@@ -119,7 +119,7 @@ def _assignment_pieces(system: OdeSystem, event, with_params: bool) -> dict:
     pieces = {
         "rows": rows,
         "a": {i: canon(event.affect[i]) for i in rows},
-        "ay": {(i, j): canon(a_y[i, j]) for i in rows for j in range(n)},
+        "ay": {(i, j): canon(a_y[i, j]) for i in rows for j in range(n) if a_y[i, j] != 0},
         "at": {i: canon(event.affect_derivative_t[i]) for i in rows},
         "ap": {},
     }

@@ -207,9 +207,24 @@ def _put(node, name, k, new) -> None:
         getattr(node, name)[k] = new
 
 
-def _hoist(expr: ast.expr, before: list, temps: _Temporaries) -> ast.expr:
-    """``expr`` with subexpressions moved into temporaries until it is small enough."""
-    if _size(expr) <= EXPRESSION_OPERATIONS or isinstance(
+def _measure(node: ast.AST, sizes: dict) -> int:
+    """``_size(node)``, remembered in ``sizes`` for the node and its descendants (which
+    ``_hoist`` asks for again at every level of a deep expression)."""
+    known = sizes.get(id(node))
+    if known is None:
+        size = 1 + sum(_measure(c, sizes) for c in ast.iter_child_nodes(node))
+        known = sizes[id(node)] = (node, size)  # the node kept: its id stays its own
+    return known[1]
+
+
+# a temporary's name that replaces a hoisted sub-expression: Name and its Load context
+_NAME_SIZE = 2
+
+
+def _hoist(expr: ast.expr, before: list, temps: _Temporaries, sizes: dict) -> ast.expr:
+    """``expr`` with subexpressions moved into temporaries until it is small enough
+    (``sizes``: the nodes' sizes, kept up to date as children are replaced)."""
+    if _measure(expr, sizes) <= EXPRESSION_OPERATIONS or isinstance(
         expr, (ast.Name, ast.Constant, ast.Attribute)
     ):
         return expr
@@ -218,10 +233,11 @@ def _hoist(expr: ast.expr, before: list, temps: _Temporaries) -> ast.expr:
     ):
         return expr
     for name, k in _children(expr):
-        _put(expr, name, k, _hoist(_get(expr, name, k), before, temps))
-    parts = sorted(_children(expr), key=lambda c: -_size(_get(expr, *c)))
+        _put(expr, name, k, _hoist(_get(expr, name, k), before, temps, sizes))
+    size = 1 + sum(_measure(c, sizes) for c in ast.iter_child_nodes(expr))
+    parts = sorted(_children(expr), key=lambda c: -_measure(_get(expr, *c), sizes))
     for name, k in parts:
-        if _size(expr) <= EXPRESSION_OPERATIONS:
+        if size <= EXPRESSION_OPERATIONS:
             break
         child = _get(expr, name, k)
         if isinstance(child, (ast.Name, ast.Constant)):
@@ -229,6 +245,8 @@ def _hoist(expr: ast.expr, before: list, temps: _Temporaries) -> ast.expr:
         temp = temps.name()
         before.append(ast.Assign(targets=[ast.Name(temp, ast.Store())], value=child, lineno=0))
         _put(expr, name, k, ast.Name(temp, ast.Load()))
+        size -= _measure(child, sizes) - _NAME_SIZE
+    sizes[id(expr)] = (expr, size)
     return expr
 
 
@@ -238,7 +256,7 @@ def _split_expressions(body: list, temps: _Temporaries) -> list:
     for statement in body:
         if isinstance(statement, (ast.Assign, ast.AugAssign)):
             before: list = []
-            statement.value = _hoist(statement.value, before, temps)
+            statement.value = _hoist(statement.value, before, temps, {})
             for s in before:
                 s.lineno = getattr(statement, "lineno", 0)
             out += before

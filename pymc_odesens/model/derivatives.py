@@ -12,6 +12,8 @@ import sympy as sp
 
 __all__ = [
     "clean_derivative",
+    "gradient",
+    "sparse_jacobian",
     "jacobian_nonzeros",
     "jacobian_wrt_states",
     "jacobian_wrt_params",
@@ -29,6 +31,31 @@ def clean_derivative(expr: sp.Expr) -> sp.Expr:
     if expr.has(sp.DiracDelta):
         expr = expr.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.S.Zero)
     return expr
+
+
+def gradient(expr, symbols: Sequence) -> tuple:
+    """``(d expr / d s)`` for each ``s`` of ``symbols``, differentiating only in the symbols
+    ``expr`` contains (the others give 0 without a call into sympy): events of large
+    models read a few of hundreds of states each."""
+    expr = sp.sympify(expr)
+    contained = expr.free_symbols
+    return tuple(
+        clean_derivative(sp.diff(expr, s)) if s in contained else sp.S.Zero for s in symbols
+    )
+
+
+def sparse_jacobian(exprs: Sequence, symbols: Sequence) -> sp.Matrix:
+    """``[k, i] = d exprs_i / d symbols_k`` (``len(symbols) x len(exprs)``, the parameter
+    layout of DESIGN.md), each expression differentiated only in the symbols it contains."""
+    position = {symbol: k for k, symbol in enumerate(symbols)}
+    out = sp.zeros(len(symbols), len(exprs))
+    for i, expr in enumerate(exprs):
+        expr = sp.sympify(expr)
+        for symbol in expr.free_symbols:
+            k = position.get(symbol)
+            if k is not None:
+                out[k, i] = sp.S.One if expr == symbol else clean_derivative(sp.diff(expr, symbol))
+    return out
 
 
 class _Power(sp.Function):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from pymc_odesens.model.derivatives import clean_derivative
+from pymc_odesens.model.derivatives import clean_derivative, gradient
 
 __all__ = [
     "CAUSE_INITIAL",
@@ -110,13 +110,13 @@ class EventAtoms:
         g = self.roots[j]
         return (
             clean_derivative(sp.diff(g, t)),
-            tuple(clean_derivative(sp.diff(g, s)) for s in states),
-            tuple(clean_derivative(sp.diff(g, s)) for s in params),
+            gradient(g, states),
+            gradient(g, params),
         )
 
     def slot_time_gradient(self, s: int, params) -> tuple:
         """``d tau_s / d p_k`` of slot ``s`` (P)."""
-        return tuple(clean_derivative(sp.diff(self.slots[s][2], q)) for q in params)
+        return gradient(self.slots[s][2], params)
 
 
 def _canonical_sign(g: sp.Expr, relation: str) -> tuple[sp.Expr, str]:

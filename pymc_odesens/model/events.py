@@ -33,7 +33,7 @@ from functools import cached_property
 import numpy as np
 import sympy as sp
 
-from pymc_odesens.model.derivatives import clean_derivative
+from pymc_odesens.model.derivatives import clean_derivative, gradient, sparse_jacobian
 from pymc_odesens.model.expression_checks import checked_expression, refuse_non_finite
 from pymc_odesens.model.symbol_vector import SymbolVector
 from pymc_odesens.model.tracing import traced
@@ -247,18 +247,12 @@ class SymbolicEvent:
     @cached_property
     def affect_jacobian_y(self) -> sp.Matrix:
         """``[i, j] = d a_i / d y_j`` (N x N)."""
-        n = len(self.states)
-        return sp.Matrix(
-            n, n, lambda i, j: clean_derivative(sp.diff(self.affect[i], self.states[j]))
-        )
+        return sparse_jacobian(self.affect, self.states).T
 
     @cached_property
     def affect_jacobian_p(self) -> sp.Matrix:
         """``[k, i] = d a_i / d p_k`` (P x N, DESIGN's parameter layout)."""
-        n, p = len(self.states), len(self.params)
-        return sp.Matrix(
-            p, n, lambda k, i: clean_derivative(sp.diff(self.affect[i], self.params[k]))
-        )
+        return sparse_jacobian(self.affect, self.params)
 
     @cached_property
     def affect_derivative_t(self) -> tuple:
@@ -271,16 +265,14 @@ class SymbolicEvent:
         g = self.condition
         return (
             clean_derivative(sp.diff(g, self.t)),
-            tuple(clean_derivative(sp.diff(g, s)) for s in self.states),
-            tuple(clean_derivative(sp.diff(g, s)) for s in self.params),
+            gradient(g, self.states),
+            gradient(g, self.params),
         )
 
     @cached_property
     def time_gradients(self) -> tuple:
         """Explicit events: ``d tau_s / d p_k`` for each time ``s`` (tuples of P)."""
-        return tuple(
-            tuple(clean_derivative(sp.diff(tau, s)) for s in self.params) for tau in self.times
-        )
+        return tuple(gradient(tau, self.params) for tau in self.times)
 
     def canonical_text(self, to_canonical: Callable) -> str:
         """Text identifying the event's mathematics (for the system's fingerprint)."""
