@@ -210,11 +210,19 @@ def _put(node, name, k, new) -> None:
 def _measure(node: ast.AST, sizes: dict) -> int:
     """``_size(node)``, remembered in ``sizes`` for the node and its descendants (which
     ``_hoist`` asks for again at every level of a deep expression)."""
-    known = sizes.get(id(node))
-    if known is None:
-        size = 1 + sum(_measure(c, sizes) for c in ast.iter_child_nodes(node))
-        known = sizes[id(node)] = (node, size)  # the node kept: its id stays its own
-    return known[1]
+    # post-order without recursion: a long sum nests as deep as its terms are many
+    stack = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        if id(current) in sizes:
+            continue
+        if children_done:
+            size = 1 + sum(sizes[id(c)][1] for c in ast.iter_child_nodes(current))
+            sizes[id(current)] = (current, size)  # the node kept: its id stays its own
+            continue
+        stack.append((current, True))
+        stack.extend((c, False) for c in ast.iter_child_nodes(current) if id(c) not in sizes)
+    return sizes[id(node)][1]
 
 
 # a temporary's name that replaces a hoisted sub-expression: Name and its Load context

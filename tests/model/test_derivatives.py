@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from pymc_odesens.model.derivatives import jacobian_wrt_params, jacobian_wrt_states
+from pymc_odesens.model.derivatives import (
+    gradient,
+    jacobian_wrt_params,
+    jacobian_wrt_states,
+    sparse_jacobian,
+)
 
 
 def test_hill_kinetics_with_a_parameter_exponent_at_zero():
@@ -26,3 +31,18 @@ def test_hill_kinetics_with_a_parameter_exponent_at_zero():
     assert ours_dn(0.0, 0.5, 2.0) == 0.0  # (x/k)**n log(x/k) -> 0
     with pytest.raises(ZeroDivisionError):
         theirs_dx(0.0, 0.5, 1.0)  # sympy's own form divides by x
+
+
+def test_sparse_jacobian_and_gradient_equal_sympys_dense_derivatives():
+    y = sp.symbols("y0:6")
+    p = sp.symbols("p0:3")
+    exprs = [y[0], y[1] * p[0] + sp.exp(y[2]), sp.Integer(3), p[1] * p[2], sp.sin(y[5]) * y[5]]
+    for symbols in (y, p):
+        dense = sp.Matrix([[sp.diff(e, s) for e in exprs] for s in symbols])
+        ours = sparse_jacobian(exprs, symbols)
+        assert ours.shape == dense.shape
+        assert (ours - dense).applyfunc(sp.simplify) == sp.zeros(*dense.shape)
+        for i, expr in enumerate(exprs):
+            assert gradient(expr, symbols) == tuple(dense[:, i])
+    assert sparse_jacobian([], y).shape == (6, 0)
+    assert gradient(y[3], []) == ()
