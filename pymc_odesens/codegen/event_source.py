@@ -57,7 +57,7 @@ __all__ = [
     "explicit_time_count",
 ]
 
-EVENT_KERNELS_VERSION = "3"
+EVENT_KERNELS_VERSION = "4"
 """Part of the event modules' cache keys: bump when their generated code changes."""
 
 _RELATION_SOURCE = {">": ">", ">=": ">=", "<": "<", "<=": "<=", "==": "==", "!=": "!="}

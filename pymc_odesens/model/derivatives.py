@@ -13,7 +13,6 @@ import sympy as sp
 __all__ = [
     "clean_derivative",
     "gradient",
-    "sparse_jacobian",
     "jacobian_nonzeros",
     "jacobian_wrt_states",
     "jacobian_wrt_params",
@@ -31,31 +30,6 @@ def clean_derivative(expr: sp.Expr) -> sp.Expr:
     if expr.has(sp.DiracDelta):
         expr = expr.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.S.Zero)
     return expr
-
-
-def gradient(expr, symbols: Sequence) -> tuple:
-    """``(d expr / d s)`` for each ``s`` of ``symbols``, differentiating only in the symbols
-    ``expr`` contains (the others give 0 without a call into sympy): events of large
-    models read a few of hundreds of states each."""
-    expr = sp.sympify(expr)
-    contained = expr.free_symbols
-    return tuple(
-        clean_derivative(sp.diff(expr, s)) if s in contained else sp.S.Zero for s in symbols
-    )
-
-
-def sparse_jacobian(exprs: Sequence, symbols: Sequence) -> sp.Matrix:
-    """``[k, i] = d exprs_i / d symbols_k`` (``len(symbols) x len(exprs)``, the parameter
-    layout of DESIGN.md), each expression differentiated only in the symbols it contains."""
-    position = {symbol: k for k, symbol in enumerate(symbols)}
-    out = sp.zeros(len(symbols), len(exprs))
-    for i, expr in enumerate(exprs):
-        expr = sp.sympify(expr)
-        for symbol in expr.free_symbols:
-            k = position.get(symbol)
-            if k is not None:
-                out[k, i] = sp.S.One if expr == symbol else clean_derivative(sp.diff(expr, symbol))
-    return out
 
 
 class _Power(sp.Function):
@@ -112,6 +86,14 @@ def jacobian_nonzeros(
             if not (derivative.is_Number and derivative == 0):
                 entries[(i, j)] = derivative
     return entries
+
+
+def gradient(expr: sp.Expr, symbols: Sequence[sp.Symbol]) -> tuple:
+    """``(d expr / d s)`` for each ``s`` of ``symbols`` (zeros where ``expr`` does not
+    contain ``s``, without differentiating: an event's condition reads a few of hundreds
+    of states)."""
+    entries = jacobian_nonzeros([expr], symbols)
+    return tuple(entries.get((0, j), sp.S.Zero) for j in range(len(symbols)))
 
 
 def jacobian_wrt_states(rhs: Sequence[sp.Expr], states: Sequence[sp.Symbol]) -> sp.SparseMatrix:

@@ -33,7 +33,12 @@ from functools import cached_property
 import numpy as np
 import sympy as sp
 
-from pymc_odesens.model.derivatives import clean_derivative, gradient, sparse_jacobian
+from pymc_odesens.model.derivatives import (
+    clean_derivative,
+    gradient,
+    jacobian_wrt_params,
+    jacobian_wrt_states,
+)
 from pymc_odesens.model.expression_checks import checked_expression, refuse_non_finite
 from pymc_odesens.model.symbol_vector import SymbolVector
 from pymc_odesens.model.tracing import traced
@@ -245,14 +250,14 @@ class SymbolicEvent:
 
     # derivatives ---------------------------------------------------------------
     @cached_property
-    def affect_jacobian_y(self) -> sp.Matrix:
+    def affect_jacobian_y(self) -> sp.SparseMatrix:
         """``[i, j] = d a_i / d y_j`` (N x N)."""
-        return sparse_jacobian(self.affect, self.states).T
+        return jacobian_wrt_states(self.affect, self.states)
 
     @cached_property
-    def affect_jacobian_p(self) -> sp.Matrix:
+    def affect_jacobian_p(self) -> sp.SparseMatrix:
         """``[k, i] = d a_i / d p_k`` (P x N, DESIGN's parameter layout)."""
-        return sparse_jacobian(self.affect, self.params)
+        return jacobian_wrt_params(self.affect, self.params)
 
     @cached_property
     def affect_derivative_t(self) -> tuple:

@@ -9,7 +9,6 @@ from pymc_odesens.model.derivatives import (
     gradient,
     jacobian_wrt_params,
     jacobian_wrt_states,
-    sparse_jacobian,
 )
 
 
@@ -33,16 +32,17 @@ def test_hill_kinetics_with_a_parameter_exponent_at_zero():
         theirs_dx(0.0, 0.5, 1.0)  # sympy's own form divides by x
 
 
-def test_sparse_jacobian_and_gradient_equal_sympys_dense_derivatives():
+def test_event_derivatives_equal_sympys_dense_ones():
+    # events differentiate their assignments and conditions through jacobian_nonzeros:
+    # only the symbols an expression contains, zeros elsewhere
     y = sp.symbols("y0:6")
     p = sp.symbols("p0:3")
     exprs = [y[0], y[1] * p[0] + sp.exp(y[2]), sp.Integer(3), p[1] * p[2], sp.sin(y[5]) * y[5]]
-    for symbols in (y, p):
-        dense = sp.Matrix([[sp.diff(e, s) for e in exprs] for s in symbols])
-        ours = sparse_jacobian(exprs, symbols)
-        assert ours.shape == dense.shape
-        assert (ours - dense).applyfunc(sp.simplify) == sp.zeros(*dense.shape)
-        for i, expr in enumerate(exprs):
-            assert gradient(expr, symbols) == tuple(dense[:, i])
-    assert sparse_jacobian([], y).shape == (6, 0)
+    dense_y = sp.Matrix([[sp.diff(e, s) for s in y] for e in exprs])  # [i, j] = d e_i / d y_j
+    dense_p = sp.Matrix([[sp.diff(e, s) for e in exprs] for s in p])  # [k, i] = d e_i / d p_k
+    assert sp.Matrix(jacobian_wrt_states(exprs, y)) == dense_y
+    assert sp.Matrix(jacobian_wrt_params(exprs, p)) == dense_p
+    for i, expr in enumerate(exprs):
+        assert gradient(expr, y) == tuple(dense_y[i, :])
+        assert gradient(expr, p) == tuple(dense_p[:, i])
     assert gradient(y[3], []) == ()
