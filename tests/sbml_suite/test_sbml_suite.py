@@ -11,6 +11,7 @@ from tests.sbml_suite.run_suite import run_cases
 from tests.sbml_suite.sample import (
     SAMPLE_CASES,
     SAMPLE_GOAL_CASES,
+    SAMPLE_LARGE_CASES,
     SAMPLE_REFUSED_CASES,
     choose_sample,
 )
@@ -45,7 +46,7 @@ def sample_results() -> dict:
     return {r.case: r for r in run_cases(SAMPLE_CASES, workers=2, case_timeout=600.0)}
 
 
-@pytest.mark.parametrize("case", SAMPLE_GOAL_CASES)
+@pytest.mark.parametrize("case", SAMPLE_GOAL_CASES + SAMPLE_LARGE_CASES)
 def test_goal_case_passes(case, sample_results):
     result = sample_results[case]
     if case in ENGINE_LIMITS:
