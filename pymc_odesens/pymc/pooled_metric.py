@@ -146,18 +146,12 @@ def sample_pooled_metric(
         ``first_stage_step_sizes`` (each chain's step size after its own tuning).
     """
     model = pm.modelcontext(model)
-    if not isinstance(step, pm.NUTS):
-        raise ValueError(f"step: expected a pymc.NUTS step, got {type(step).__name__}")
+    _check_pymc_nuts(step, kwargs)
     if chains < 2:
         raise ValueError(f"chains: expected at least 2 (the metric pools chains), got {chains}")
     for name, value in (("tune", tune), ("pooling_draws", pooling_draws)):
         if value < 1:
             raise ValueError(f"{name}: expected a positive count, got {value!r}")
-    if kwargs.get("nuts_sampler", "pymc") != "pymc":
-        raise ValueError(
-            f"nuts_sampler: expected 'pymc' (the stages run the given PyMC NUTS step), got "
-            f"{kwargs['nuts_sampler']!r}"
-        )
     if "return_inferencedata" in kwargs:
         raise ValueError(
             "return_inferencedata: sample_pooled_metric returns an InferenceData (the second "
@@ -193,7 +187,7 @@ def sample_pooled_metric(
     free = [rv.name for rv in model.free_RVs]
     restarts = [{name: first.point(-1, chain=c)[name] for name in free} for c in first.chains]
     idata = _shared_metric_stage(
-        pooled_covariance(pooled, step.potential),
+        pooled,
         restarts,
         step=step,
         model=model,
@@ -210,8 +204,19 @@ def sample_pooled_metric(
     return idata
 
 
+def _check_pymc_nuts(step, kwargs: dict) -> None:
+    """The step is PyMC's NUTS and nothing asks for another sampler."""
+    if not isinstance(step, pm.NUTS):
+        raise ValueError(f"step: expected a pymc.NUTS step, got {type(step).__name__}")
+    if kwargs.get("nuts_sampler", "pymc") != "pymc":
+        raise ValueError(
+            f"nuts_sampler: expected 'pymc' (the draws come from the given PyMC NUTS step), "
+            f"got {kwargs['nuts_sampler']!r}"
+        )
+
+
 def _shared_metric_stage(
-    covariance: np.ndarray,
+    pooled: np.ndarray,
     restarts: list[dict],
     *,
     step: pm.NUTS,
@@ -221,12 +226,12 @@ def _shared_metric_stage(
     random_seed,
     **kwargs,
 ) -> az.InferenceData:
-    """Every chain from its restart point with the fixed metric ``covariance``, tuning only
-    the step size."""
+    """Every chain from its restart point with the fixed metric pooled from ``pooled``
+    (``(chains, draws, n)`` in the sampler's coordinates), tuning only the step size."""
     shared = pm.NUTS(
         vars=step.vars,
         model=model,
-        potential=QuadPotentialFull(covariance),
+        potential=QuadPotentialFull(pooled_covariance(pooled, step.potential)),
         target_accept=step.target_accept,
         max_treedepth=step.max_treedepth,
         logp_dlogp_func=step._logp_dlogp_func,
@@ -338,8 +343,7 @@ def resume_pooled_metric(
         that gave the metric).
     """
     model = pm.modelcontext(model)
-    if not isinstance(step, pm.NUTS):
-        raise ValueError(f"step: expected a pymc.NUTS step, got {type(step).__name__}")
+    _check_pymc_nuts(step, kwargs)
     if not hasattr(trace, "posterior"):
         raise ValueError("trace: expected an InferenceData with a posterior group")
     chains = trace.posterior.sizes["chain"]
@@ -353,11 +357,6 @@ def resume_pooled_metric(
                 f"{name}: resume_pooled_metric continues the trace's chains from their last "
                 f"draws (tuning only the step size, step_size_tune); do not pass it"
             )
-    if kwargs.get("nuts_sampler", "pymc") != "pymc":
-        raise ValueError(
-            f"nuts_sampler: expected 'pymc' (the continuation runs a PyMC NUTS step), got "
-            f"{kwargs['nuts_sampler']!r}"
-        )
     recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
     missing = sorted(set(recorded) - set(trace.posterior.data_vars))
     if missing:
@@ -369,7 +368,7 @@ def resume_pooled_metric(
     free = [rv.name for rv in model.free_RVs]
     restarts = [{name: trace.posterior[name].values[c, -1] for name in free} for c in range(chains)]
     new = _shared_metric_stage(
-        pooled_covariance(coordinates, step.potential),
+        coordinates,
         restarts,
         step=step,
         model=model,
