@@ -25,7 +25,9 @@ correlated parameters, ``--mode-mass-matrix`` starts a dense mass matrix from th
 at the posterior mode, and ``--pooled-metric N`` then gives all chains one metric, pooled
 from N draws of each after their own tuning; ``--save-trace T`` and a later
 ``--resume T`` continue those chains (a metric pooled from all their draws) and add
-``--draws`` more, so a long run can be split over sessions.
+``--draws`` more, so a long run can be split over sessions. With ``--save-trace``, those
+two write the draws so far to the trace file every ``--checkpoint-every`` draws per chain,
+so a run stopped from outside keeps them and can be resumed.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
@@ -52,6 +54,7 @@ import pymc_odesens
 from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.experiments import condition_label
 from pymc_odesens.petab.measurements import measurement_conditions
+from pymc_odesens.pymc.checkpoint import write_trace
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
@@ -132,11 +135,24 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--start-spread", type=float, default=0.1, help="near-nominal starts: half-width (0.1)"
     )
     parser.add_argument("--save-trace", type=Path, default=None, help="write the trace (NetCDF)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=100,
+        metavar="N",
+        help="with --save-trace and --pooled-metric or --resume: write the draws so far to "
+        "the trace file every N draws per chain, so that a stopped run keeps them; 0: only "
+        "at the end (100)",
+    )
     parser.add_argument("--predictive-draws", type=int, default=200, help="for the bands (200)")
     parser.add_argument("--plot", type=Path, default=None, help="output PNG")
     parser.add_argument("--no-plot", action="store_true", help="no figure")
     parser.add_argument("--no-progressbar", action="store_true")
     args = parser.parse_args(argv)
+    if args.checkpoint_every < 0:
+        parser.error(
+            f"--checkpoint-every: expected 0 or a positive count, got {args.checkpoint_every}"
+        )
     args.problem = args.problem or default_problem()
     return args
 
@@ -180,6 +196,11 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     for flag, used in (("--pooled-metric", args.pooled_metric), ("--resume", args.resume)):
         if used and "step" not in nuts:
             raise SystemExit(f"{flag} needs --mode-mass-matrix")
+    checkpoint = (
+        {"checkpoint": args.save_trace, "checkpoint_every": args.checkpoint_every}
+        if args.save_trace and args.checkpoint_every > 0
+        else {}
+    )
     common = {
         "draws": args.draws,
         "tune": args.tune,
@@ -197,6 +218,7 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
                 az.from_netcdf(args.resume),
                 step=nuts["step"],
                 step_size_tune=args.step_size_tune,
+                **checkpoint,
                 **{k: v for k, v in common.items() if k not in ("tune", "chains")},
             )
             print(
@@ -210,6 +232,7 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
                 pooling_draws=args.pooled_metric,
                 step_size_tune=args.step_size_tune,
                 initvals=_start(problem, args).get("initvals"),
+                **checkpoint,
                 **common,
             )
             attrs = idata.sample_stats.attrs
@@ -393,7 +416,8 @@ def main(argv=None) -> dict:
         print(f"chains start within {args.start_spread} of the nominal values")
     idata, wall = sample(problem, args)
     if args.save_trace:
-        idata.to_netcdf(args.save_trace)
+        # through a file beside it: a stop while writing keeps the last checkpoint
+        write_trace(idata, args.save_trace)
         print(f"wrote {args.save_trace}")
     summary = az.summary(idata, var_names=list(problem.parameters.ids), round_to=4)
     print(summary.to_string())

@@ -5,6 +5,7 @@ from pymc_odesens.pymc import (
     numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
+from pymc_odesens.pymc.checkpoint import TraceCheckpoint
 from pymc_odesens.pymc.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -77,6 +78,7 @@ __all__ = [
     "sample_pooled_metric",
     "pooled_covariance",
     "resume_pooled_metric",
+    "TraceCheckpoint",
     "sampler_coordinates",
     "find_posterior_mode",
     "PosteriorMode",

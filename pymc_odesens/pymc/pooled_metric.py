@@ -26,6 +26,7 @@ draws along a slowly mixing direction accumulate over several runs.
 
 from __future__ import annotations
 
+import os
 import time
 
 import arviz as az
@@ -37,6 +38,7 @@ from pymc.step_methods.hmc.quadpotential import QuadPotentialFull
 from pytensor.graph.replace import graph_replace
 
 from pymc_odesens.pymc.anchored_potential import AnchoredFullAdapt
+from pymc_odesens.pymc.checkpoint import TraceCheckpoint, checked_every
 from pymc_odesens.pymc.sampling import sample
 
 __all__ = [
@@ -108,6 +110,8 @@ def sample_pooled_metric(
     model: pm.Model | None = None,
     random_seed: int | None = None,
     initvals=None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
     **kwargs,
 ) -> az.InferenceData:
     """Sample with NUTS, all chains sharing one dense metric from the draws of all of them.
@@ -134,6 +138,13 @@ def sample_pooled_metric(
         Seeds both stages (each its own, derived from this one).
     initvals : optional
         Where the first stage's chains start, as for :func:`pymc.sample`.
+    checkpoint : str or os.PathLike, optional
+        A NetCDF file to which the second stage's draws so far are written every
+        ``checkpoint_every`` draws per chain (see
+        :class:`~pymc_odesens.pymc.checkpoint.TraceCheckpoint`), so that a run stopped from
+        outside keeps them and :func:`resume_pooled_metric` can continue it.
+    checkpoint_every : int
+        Draws per chain between two checkpoints (100).
     **kwargs
         Other arguments of :func:`pymc_odesens.sample` (``cores``, ``progressbar``,
         ``compile_kwargs``, ...), given to both stages.
@@ -147,6 +158,7 @@ def sample_pooled_metric(
     """
     model = pm.modelcontext(model)
     _check_pymc_nuts(step, kwargs)
+    checked_every(checkpoint_every, "checkpoint_every")
     if chains < 2:
         raise ValueError(f"chains: expected at least 2 (the metric pools chains), got {chains}")
     for name, value in (("tune", tune), ("pooling_draws", pooling_draws)):
@@ -194,6 +206,8 @@ def sample_pooled_metric(
         draws=draws,
         step_size_tune=step_size_tune,
         random_seed=second_seed,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
         **kwargs,
     )
     idata.sample_stats.attrs.update(
@@ -224,10 +238,25 @@ def _shared_metric_stage(
     draws: int,
     step_size_tune: int,
     random_seed,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
+    join=None,
     **kwargs,
 ) -> az.InferenceData:
     """Every chain from its restart point with the fixed metric pooled from ``pooled``
-    (``(chains, draws, n)`` in the sampler's coordinates), tuning only the step size."""
+    (``(chains, draws, n)`` in the sampler's coordinates), tuning only the step size;
+    with ``checkpoint``, the draws so far (through ``join``) written every
+    ``checkpoint_every`` draws."""
+    if checkpoint is not None:
+        kwargs["callback"] = TraceCheckpoint(
+            checkpoint,
+            checkpoint_every,
+            tune=step_size_tune,
+            chains=len(restarts),
+            model=model,
+            join=join,
+            then=kwargs.get("callback"),
+        )
     shared = pm.NUTS(
         vars=step.vars,
         model=model,
@@ -303,6 +332,8 @@ def resume_pooled_metric(
     step_size_tune: int = 100,
     model: pm.Model | None = None,
     random_seed: int | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
     **kwargs,
 ) -> az.InferenceData:
     """Continue a trace's chains with one dense metric pooled from all its draws.
@@ -331,6 +362,13 @@ def resume_pooled_metric(
     model : pymc.Model, optional
         Default: the model in context.
     random_seed : int, optional
+    checkpoint : str or os.PathLike, optional
+        A NetCDF file to which the trace's draws followed by the new draws so far are
+        written every ``checkpoint_every`` new draws per chain (see
+        :class:`~pymc_odesens.pymc.checkpoint.TraceCheckpoint`): a run stopped from outside
+        keeps them, and the file can be continued in turn.
+    checkpoint_every : int
+        New draws per chain between two checkpoints (100).
     **kwargs
         Other arguments of :func:`pymc_odesens.sample` (``cores``, ``progressbar``, ...).
 
@@ -344,6 +382,7 @@ def resume_pooled_metric(
     """
     model = pm.modelcontext(model)
     _check_pymc_nuts(step, kwargs)
+    checked_every(checkpoint_every, "checkpoint_every")
     if not hasattr(trace, "posterior"):
         raise ValueError("trace: expected an InferenceData with a posterior group")
     chains = trace.posterior.sizes["chain"]
@@ -375,8 +414,16 @@ def resume_pooled_metric(
         draws=draws,
         step_size_tune=step_size_tune,
         random_seed=random_seed,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        join=lambda so_far: _joined(trace, so_far),
         **kwargs,
     )
+    return _joined(trace, new)
+
+
+def _joined(trace: az.InferenceData, new: az.InferenceData) -> az.InferenceData:
+    """The trace's draws followed by the new ones (other groups from ``new``)."""
     previous = az.InferenceData(
         posterior=trace.posterior[list(new.posterior.data_vars)],
         sample_stats=_stats_like(trace, new.sample_stats),
@@ -389,6 +436,7 @@ def resume_pooled_metric(
     for group in new.groups():
         if group not in ("posterior", "sample_stats"):
             joined.add_groups({group: new[group]})
+    chains = trace.posterior.sizes["chain"]
     joined.sample_stats.attrs.update(
         new.sample_stats.attrs,
         resumed_draws=trace.posterior.sizes["draw"],

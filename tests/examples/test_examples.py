@@ -207,7 +207,12 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     )
     capsys.readouterr()
     resume = ["--resume", str(trace), "--step-size-tune", "10"]
-    resumed = example.main(short_run(draws=10, tune=20, chains=2, cores=1) + options + resume)
+    # checkpoints at 4 and 8 new draws (the trace's 12 in front), then the whole result
+    saved = tmp_path / "resumed.nc"
+    checkpoints = ["--save-trace", str(saved), "--checkpoint-every", "4"]
+    resumed = example.main(
+        short_run(draws=10, tune=20, chains=2, cores=1) + options + resume + checkpoints
+    )
     out = capsys.readouterr().out
     assert f"continued {trace} (12 draws per chain)" in out
     assert "sampling wall time of this run " in out
@@ -220,6 +225,15 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     assert joined.sizes["draw"] == 22
     for name in ("Epo_degradation_BaF3", "sd_pSTAT5A_rel"):
         np.testing.assert_array_equal(joined[name].values[:, :12], before[name].values)
+    written = az.from_netcdf(saved)
+    assert (
+        written.posterior.sizes["draw"] == 22
+        and "checkpoint_draws" not in written.sample_stats.attrs
+    )
+    assert not saved.with_name("resumed.nc.partial").exists()
+    with pytest.raises(SystemExit):
+        example.main(short_run(draws=10, tune=10, chains=2, cores=1) + ["--checkpoint-every", "-1"])
+    assert "--checkpoint-every: expected 0 or a positive count, got -1" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--resume needs --mode-mass-matrix"):
         example.main(
             short_run(draws=10, tune=10, chains=2, cores=1) + ["--no-plot", "--resume", str(trace)]
