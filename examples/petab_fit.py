@@ -25,9 +25,9 @@ correlated parameters, ``--mode-mass-matrix`` starts a dense mass matrix from th
 at the posterior mode, and ``--pooled-metric N`` then gives all chains one metric, pooled
 from N draws of each after their own tuning; ``--save-trace T`` and a later
 ``--resume T`` continue those chains (a metric pooled from all their draws) and add
-``--draws`` more, so a long run can be split over sessions. With ``--save-trace``, those
-two write the draws so far to the trace file every ``--checkpoint-every`` draws per chain,
-so a run stopped from outside keeps them and can be resumed.
+``--draws`` more, so a long run can be split over sessions. With ``--save-trace``, PyMC's
+NUTS writes the draws so far to the trace file every ``--checkpoint-every`` draws per chain
+(nutpie only at the end), so a run stopped from outside keeps them and can be resumed.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
@@ -54,7 +54,7 @@ import pymc_odesens
 from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.experiments import condition_label
 from pymc_odesens.petab.measurements import measurement_conditions
-from pymc_odesens.pymc.checkpoint import write_trace
+from pymc_odesens.pymc.checkpoint import TraceCheckpoint, write_trace
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
@@ -140,9 +140,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=int,
         default=100,
         metavar="N",
-        help="with --save-trace and --pooled-metric or --resume: write the draws so far to "
+        help="with --save-trace and PyMC's NUTS: write the draws so far (after tuning) to "
         "the trace file every N draws per chain, so that a stopped run keeps them; 0: only "
-        "at the end (100)",
+        "at the end; nutpie writes only at the end (100)",
     )
     parser.add_argument("--predictive-draws", type=int, default=200, help="for the bands (200)")
     parser.add_argument("--plot", type=Path, default=None, help="output PNG")
@@ -243,6 +243,10 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
                 f"{np.round(idata.sample_stats['step_size'].values[:, -1], 4).tolist()}"
             )
         else:
+            if checkpoint and args.sampler == "pymc":  # nutpie takes no callback
+                nuts["callback"] = TraceCheckpoint(
+                    args.save_trace, args.checkpoint_every, tune=args.tune, chains=args.chains
+                )
             idata = pymc_odesens.sample(
                 **common,
                 **_start(problem, args),

@@ -202,9 +202,9 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     example = load_example("petab_fit")
     options = ["--no-plot", "--mode-mass-matrix"]
     trace = tmp_path / "trace.nc"
-    first = example.main(
-        short_run(draws=12, tune=20, chains=2, cores=1) + options + ["--save-trace", str(trace)]
-    )
+    # PyMC's NUTS with a checkpoint every 5 draws, then the whole trace
+    save = ["--save-trace", str(trace), "--checkpoint-every", "5"]
+    first = example.main(short_run(draws=12, tune=20, chains=2, cores=1) + options + save)
     capsys.readouterr()
     resume = ["--resume", str(trace), "--step-size-tune", "10"]
     # checkpoints at 4 and 8 new draws (the trace's 12 in front), then the whole result
