@@ -27,7 +27,8 @@ from N draws of each after their own tuning; ``--save-trace T`` and a later
 ``--resume T`` continue those chains (a metric pooled from all their draws) and add
 ``--draws`` more, so a long run can be split over sessions. With ``--save-trace``, PyMC's
 NUTS writes the draws so far to the trace file every ``--checkpoint-every`` draws per chain
-(nutpie only at the end), so a run stopped from outside keeps them and can be resumed.
+(nutpie only at the end), so a run stopped from outside keeps them and can be resumed;
+``--time-limit MINUTES`` stops such a run itself and keeps its draws.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
@@ -55,6 +56,7 @@ from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.experiments import condition_label
 from pymc_odesens.petab.measurements import measurement_conditions
 from pymc_odesens.pymc.checkpoint import TraceCheckpoint, write_trace
+from pymc_odesens.pymc.time_limit import TimeLimit
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
@@ -144,11 +146,33 @@ def parse_args(argv=None) -> argparse.Namespace:
         "the trace file every N draws per chain, so that a stopped run keeps them; 0: only "
         "at the end; nutpie writes only at the end (100)",
     )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="PyMC's NUTS (plain or with --resume): stop sampling after this many minutes "
+        "from the start (model, mode search and tuning included; never during tuning) and "
+        "keep the draws so far, as after Ctrl-C; size --draws generously",
+    )
     parser.add_argument("--predictive-draws", type=int, default=200, help="for the bands (200)")
     parser.add_argument("--plot", type=Path, default=None, help="output PNG")
     parser.add_argument("--no-plot", action="store_true", help="no figure")
     parser.add_argument("--no-progressbar", action="store_true")
     args = parser.parse_args(argv)
+    if args.time_limit is not None:
+        if not args.time_limit > 0:
+            parser.error(
+                f"--time-limit: expected a positive number of minutes, got {args.time_limit}"
+            )
+        for flag, used in (
+            ("--pooled-metric", args.pooled_metric),
+            ("--sampler nutpie", args.sampler == "nutpie"),
+        ):
+            if used:
+                parser.error(
+                    f"--time-limit: not with {flag} (PyMC's NUTS, plain or with --resume, only)"
+                )
     if args.checkpoint_every < 0:
         parser.error(
             f"--checkpoint-every: expected 0 or a positive count, got {args.checkpoint_every}"
@@ -190,6 +214,8 @@ def _start(problem: PetabProblem, args) -> dict:
 
 
 def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
+    # the limit counts from here: model, mode search and tuning included
+    limit = {"callback": TimeLimit(60 * args.time_limit)} if args.time_limit else {}
     model = problem.build_model(sensitivity=args.sensitivity)
     # the NUTS step with the mode's mass matrix carries target_accept itself
     nuts = _mode_step(model, args) or {"target_accept": args.target_accept}
@@ -219,6 +245,7 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
                 step=nuts["step"],
                 step_size_tune=args.step_size_tune,
                 **checkpoint,
+                **limit,
                 **{k: v for k, v in common.items() if k not in ("tune", "chains")},
             )
             print(
@@ -245,8 +272,14 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
         else:
             if checkpoint and args.sampler == "pymc":  # nutpie takes no callback
                 nuts["callback"] = TraceCheckpoint(
-                    args.save_trace, args.checkpoint_every, tune=args.tune, chains=args.chains
+                    args.save_trace,
+                    args.checkpoint_every,
+                    tune=args.tune,
+                    chains=args.chains,
+                    then=limit.get("callback"),
                 )
+            else:
+                nuts.update(limit)
             idata = pymc_odesens.sample(
                 **common,
                 **_start(problem, args),

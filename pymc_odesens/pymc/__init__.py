@@ -45,6 +45,7 @@ from pymc_odesens.pymc.sampling import (
 from pymc_odesens.pymc.smmala import SMMALA
 from pymc_odesens.pymc.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
 from pymc_odesens.pymc.steady_state_solution import Preequilibration, steady_state_solution
+from pymc_odesens.pymc.time_limit import TimeLimit
 
 # compiled NUMBA-mode graphs with these Ops go into PyTensor's on-disk cache
 register_cacheable(
@@ -79,6 +80,7 @@ __all__ = [
     "pooled_covariance",
     "resume_pooled_metric",
     "TraceCheckpoint",
+    "TimeLimit",
     "sampler_coordinates",
     "find_posterior_mode",
     "PosteriorMode",

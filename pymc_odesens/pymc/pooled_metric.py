@@ -424,6 +424,14 @@ def resume_pooled_metric(
 
 def _joined(trace: az.InferenceData, new: az.InferenceData) -> az.InferenceData:
     """The trace's draws followed by the new ones (other groups from ``new``)."""
+    chains = trace.posterior.sizes["chain"]
+    if new.posterior.sizes["chain"] != chains:
+        raise RuntimeError(
+            f"the continuation returned {new.posterior.sizes['chain']} of the trace's {chains} "
+            f"chains: after an interrupt PyMC keeps only the chains that give the most draws "
+            f"when their lengths differ much; a checkpoint (checkpoint=...) holds the draws "
+            f"that all chains had"
+        )
     previous = az.InferenceData(
         posterior=trace.posterior[list(new.posterior.data_vars)],
         sample_stats=_stats_like(trace, new.sample_stats),
@@ -436,7 +444,6 @@ def _joined(trace: az.InferenceData, new: az.InferenceData) -> az.InferenceData:
     for group in new.groups():
         if group not in ("posterior", "sample_stats"):
             joined.add_groups({group: new[group]})
-    chains = trace.posterior.sizes["chain"]
     joined.sample_stats.attrs.update(
         new.sample_stats.attrs,
         resumed_draws=trace.posterior.sizes["draw"],

@@ -234,6 +234,26 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     with pytest.raises(SystemExit):
         example.main(short_run(draws=10, tune=10, chains=2, cores=1) + ["--checkpoint-every", "-1"])
     assert "--checkpoint-every: expected 0 or a positive count, got -1" in capsys.readouterr().err
+    # a limit that has passed when tuning ends: the first chain stops at its first draw,
+    # the second (one after another) at its first step, and the run keeps what it has
+    stopped = example.main(
+        short_run(draws=10**5, tune=20, chains=2, cores=1) + ["--no-plot", "--time-limit", "0.01"]
+    )
+    assert stopped["idata"].posterior.sizes["draw"] == 1
+    assert "(1 chains x 1 draws, 20 tuning steps, pymc; interrupted: 2 x 100000 asked for)" in (
+        capsys.readouterr().out
+    )
+    for extra, message in (
+        (["--time-limit", "0"], "--time-limit: expected a positive number of minutes, got 0.0"),
+        (
+            ["--time-limit", "5", "--mode-mass-matrix", "--pooled-metric", "10"],
+            "--time-limit: not with --pooled-metric (PyMC's NUTS, plain or with --resume, only)",
+        ),
+        (["--time-limit", "5", "--sampler", "nutpie"], "--time-limit: not with --sampler nutpie"),
+    ):
+        with pytest.raises(SystemExit):
+            example.main(short_run(draws=10, tune=10, chains=2, cores=1) + extra)
+        assert message in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--resume needs --mode-mass-matrix"):
         example.main(
             short_run(draws=10, tune=10, chains=2, cores=1) + ["--no-plot", "--resume", str(trace)]

@@ -1,0 +1,83 @@
+"""Stopping a sampling run at a wall-clock limit, keeping its draws."""
+
+import time
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_odesens
+from pymc_odesens.pymc.time_limit import TimeLimit
+from tests.pymc.test_pooled_metric import _gaussian_model, _iid_trace
+
+
+def _normal_model():
+    with pm.Model() as model:
+        pm.Normal("x", 1.0, 2.0, shape=2)
+    return model
+
+
+def test_a_run_stops_after_the_limit_with_its_draws():
+    seen = []
+    limit = TimeLimit(3.0, then=lambda trace, draw: seen.append(draw.tuning))
+    began = time.monotonic()
+    with _normal_model():
+        idata = pm.sample(
+            10**7,
+            tune=100,
+            chains=1,
+            cores=1,
+            random_seed=1,
+            progressbar=False,
+            callback=limit,
+            compute_convergence_checks=False,
+        )
+    took = time.monotonic() - began
+    assert limit.stopped
+    assert 3.0 < took < 60.0
+    draws = idata.posterior.sizes["draw"]
+    assert 0 < draws < 10**7
+    assert len(seen) == 100 + draws  # the other callback saw every tuning step and draw
+    x = idata.posterior["x"].values.reshape(-1, 2)
+    if draws >= 500:  # the kept draws are the posterior's
+        np.testing.assert_allclose(x.mean(axis=0), 1.0, atol=0.5)
+
+
+def test_tuning_is_never_cut_short():
+    limit = TimeLimit(1e-6)
+    with _normal_model():
+        idata = pm.sample(
+            1000,
+            tune=150,
+            chains=1,
+            cores=1,
+            random_seed=2,
+            progressbar=False,
+            callback=limit,
+            compute_convergence_checks=False,
+        )
+    assert limit.stopped
+    assert idata.posterior.sizes["draw"] == 1  # stopped at the first draw after tuning
+    assert idata.sample_stats.attrs["tuning_steps"] == 150
+
+
+def test_a_continuation_that_loses_a_chain_to_a_stop_says_so():
+    # chains one after another: stopped at the first chain's first draw, PyMC keeps one
+    with _gaussian_model():
+        step, _ = pymc_odesens.mode_metric_nuts()
+        with pytest.raises(RuntimeError, match="returned 1 of the trace's 2 chains"):
+            pymc_odesens.resume_pooled_metric(
+                _iid_trace(2, 30, seed=3),
+                50,
+                step=step,
+                step_size_tune=10,
+                cores=1,
+                progressbar=False,
+                callback=TimeLimit(1e-6),
+            )
+
+
+def test_the_limit_must_be_positive():
+    for seconds in (0, -5.0, float("nan")):
+        with pytest.raises(ValueError, match="seconds: expected a positive number of seconds"):
+            TimeLimit(seconds)
