@@ -128,3 +128,28 @@ def test_checkpoint_arguments_are_checked_with_their_names(tmp_path):
             )
         with pytest.raises(ValueError, match="checkpoint_every: expected a positive number"):
             pymc_odesens.sample_pooled_metric(10, step=nuts, checkpoint_every=-3)
+
+
+def test_the_pooled_metric_stage_checkpoints_its_draws(tmp_path):
+    path = tmp_path / "pooled.nc"
+    with _gaussian_model():
+        step, _ = pymc_odesens.mode_metric_nuts()
+        idata = pymc_odesens.sample_pooled_metric(
+            60,
+            step=step,
+            tune=50,
+            pooling_draws=20,
+            step_size_tune=20,
+            chains=2,
+            cores=1,
+            random_seed=9,
+            progressbar=False,
+            checkpoint=path,
+            checkpoint_every=25,
+        )
+    written = az.from_netcdf(path)
+    # the second stage's draws (the result), at 50 of 60; the first stage's are not written
+    assert written.sample_stats.attrs["checkpoint_draws"] == 50
+    np.testing.assert_array_equal(
+        written.posterior["x"].values, idata.posterior["x"].values[:, :50]
+    )
