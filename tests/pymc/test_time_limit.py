@@ -81,3 +81,23 @@ def test_the_limit_must_be_positive():
     for seconds in (0, -5.0, float("nan")):
         with pytest.raises(ValueError, match="seconds: expected a positive number of seconds"):
             TimeLimit(seconds)
+
+
+def test_chains_in_parallel_stop_together_and_keep_their_draws():
+    limit = TimeLimit(4.0)
+    began = time.monotonic()
+    with _normal_model():
+        idata = pm.sample(
+            10**7,
+            tune=100,
+            chains=2,
+            cores=2,
+            random_seed=5,
+            progressbar=False,
+            callback=limit,
+            compute_convergence_checks=False,
+        )
+    assert limit.stopped
+    assert 4.0 < time.monotonic() - began < 90.0
+    assert idata.posterior.sizes["chain"] == 2
+    assert 0 < idata.posterior.sizes["draw"] < 10**7
