@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["cache_directory", "write_atomically"]
@@ -29,13 +30,23 @@ def cache_directory() -> Path:
     return Path(base) / "pymc_odesens"
 
 
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` so that concurrent readers never see a partial file."""
+def write_atomically(path: Path, data: str | bytes | Callable[[Path], None]) -> None:
+    """Write ``data`` to ``path`` so that concurrent readers never see a partial file.
+
+    ``data``: the file's content, or a function that writes the file at the path it is
+    given (for writers that want a path, such as NetCDF's). The file is written beside
+    ``path`` and renamed over it when whole, so a process stopped while writing leaves
+    ``path`` as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=path.suffix)
     try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
-            fh.write(data)
+        if callable(data):
+            os.close(fd)
+            data(Path(tmp))
+        else:
+            with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
+                fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
