@@ -55,6 +55,16 @@ def segment(idata: az.InferenceData, start: int | None, stop: int | None) -> az.
     return az.InferenceData(**groups)
 
 
+def _chain_values(stats, name: str, chain: int) -> np.ndarray:
+    """A sampler statistic of one chain as floats, without the NaN a continuation gives the
+    draws of a run that did not record it (``[nan]`` if nothing is left)."""
+    if name not in stats:
+        return np.array([np.nan])
+    values = stats[name].values[chain].astype(float)
+    values = values[np.isfinite(values)]
+    return values if values.size else np.array([np.nan])
+
+
 def chain_table(idata: az.InferenceData) -> list[str]:
     """Per chain: divergences, last step size, mean leapfrog steps, log-density mean and sd."""
     if "sample_stats" not in idata.groups():
@@ -64,19 +74,13 @@ def chain_table(idata: az.InferenceData) -> list[str]:
         "chain | divergences | step size (last) | leapfrog steps (mean) | log-density mean (sd)"
     ]
     for c in range(idata.posterior.sizes["chain"]):
-
-        def column(name, reduce, chain=c):
-            if name not in stats:
-                return float("nan")
-            values = stats[name].values[chain]
-            values = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-            return reduce(values) if values.size else float("nan")
-
-        lp = stats["lp"].values[c] if "lp" in stats else np.array([np.nan])
+        divergences = _chain_values(stats, "diverging", c)
+        lp = _chain_values(stats, "lp", c)
         rows.append(
-            f"{c} | {int(column('diverging', np.sum)) if 'diverging' in stats else 'n/a'} | "
-            f"{column('step_size', lambda v: v[-1]):.4g} | {column('n_steps', np.mean):.1f} | "
-            f"{np.nanmean(lp):.1f} ({np.nanstd(lp):.1f})"
+            f"{c} | {int(divergences.sum()) if 'diverging' in stats else 'n/a'} | "
+            f"{_chain_values(stats, 'step_size', c)[-1]:.4g} | "
+            f"{_chain_values(stats, 'n_steps', c).mean():.1f} | "
+            f"{lp.mean():.1f} ({lp.std():.1f})"
         )
     return rows
 
