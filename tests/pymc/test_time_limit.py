@@ -8,30 +8,30 @@ import pytest
 
 import pymc_odesens
 from pymc_odesens.pymc.time_limit import TimeLimit
+from tests.pymc.test_checkpoint import _normal_model
 from tests.pymc.test_pooled_metric import _gaussian_model, _iid_trace
 
 
-def _normal_model():
-    with pm.Model() as model:
-        pm.Normal("x", 1.0, 2.0, shape=2)
-    return model
+def _sample(limit: TimeLimit, draws: int, *, tune: int, chains: int, cores: int, seed: int):
+    """``pm.sample`` of the normal model with ``limit`` as its callback."""
+    with _normal_model():
+        return pm.sample(
+            draws,
+            tune=tune,
+            chains=chains,
+            cores=cores,
+            random_seed=seed,
+            progressbar=False,
+            callback=limit,
+            compute_convergence_checks=False,
+        )
 
 
 def test_a_run_stops_after_the_limit_with_its_draws():
     seen = []
     limit = TimeLimit(3.0, then=lambda trace, draw: seen.append(draw.tuning))
     began = time.monotonic()
-    with _normal_model():
-        idata = pm.sample(
-            10**7,
-            tune=100,
-            chains=1,
-            cores=1,
-            random_seed=1,
-            progressbar=False,
-            callback=limit,
-            compute_convergence_checks=False,
-        )
+    idata = _sample(limit, 10**7, tune=100, chains=1, cores=1, seed=1)
     took = time.monotonic() - began
     assert limit.stopped
     assert 3.0 < took < 60.0
@@ -45,17 +45,7 @@ def test_a_run_stops_after_the_limit_with_its_draws():
 
 def test_tuning_is_never_cut_short():
     limit = TimeLimit(1e-6)
-    with _normal_model():
-        idata = pm.sample(
-            1000,
-            tune=150,
-            chains=1,
-            cores=1,
-            random_seed=2,
-            progressbar=False,
-            callback=limit,
-            compute_convergence_checks=False,
-        )
+    idata = _sample(limit, 1000, tune=150, chains=1, cores=1, seed=2)
     assert limit.stopped
     assert idata.posterior.sizes["draw"] == 1  # stopped at the first draw after tuning
     assert idata.sample_stats.attrs["tuning_steps"] == 150
@@ -86,17 +76,7 @@ def test_the_limit_must_be_positive():
 def test_chains_in_parallel_stop_together_and_keep_their_draws():
     limit = TimeLimit(4.0)
     began = time.monotonic()
-    with _normal_model():
-        idata = pm.sample(
-            10**7,
-            tune=100,
-            chains=2,
-            cores=2,
-            random_seed=5,
-            progressbar=False,
-            callback=limit,
-            compute_convergence_checks=False,
-        )
+    idata = _sample(limit, 10**7, tune=100, chains=2, cores=2, seed=5)
     assert limit.stopped
     assert 4.0 < time.monotonic() - began < 90.0
     assert idata.posterior.sizes["chain"] == 2
