@@ -27,7 +27,13 @@ times (explicit events' times and time atoms'). At an instant:
    towards which they leave it (the sign of ``dg/dt``): the next integrator run starts
    with that side (a bouncing ball's condition is then known to be positive just after
    the bounce, so that the next bounce is found however small), and triggers that this
-   makes true fire now too.
+   makes true fire now too. An atom *resting* on its switching surface keeps its side
+   instead: its value is within the solver's tolerance of zero (how far it moves while
+   the state moves by ``rtol |y| + atol``, one component at a time) and its rate is
+   rounding noise, as when an event leaves the state at an equilibrium that lies on the
+   surface. Its margin becomes that tolerance, and the next run gives it the same band
+   (:mod:`pymc_odesens.solvers.event_location`): the drift of a value at rest neither
+   crosses zero nor sets its events off again.
 
 Sensitivity columns (``B > 0``) are converted to total derivatives at the first
 execution (``T = S + f dtau``, ``dtau`` from the instant's *cause*) and back at the end
@@ -67,6 +73,7 @@ __all__ = [
     "INSTANT_END_TERMINAL",
     "MAX_EXECUTIONS_PER_INSTANT",
     "NOT_DIFFERENTIABLE",
+    "REST_RATE_ULPS",
     "new_workspace",
     "process_instant",
 ]
@@ -83,6 +90,9 @@ MAX_EXECUTIONS_PER_INSTANT = 1000
 CROSSING_MARGIN = 10.0
 """After its crossing a root atom counts as at zero (its side kept) while its value is within
 this many times its resolution at the located root."""
+REST_RATE_ULPS = 16.0
+"""A root atom at zero whose rate is within this many times its rounding noise (the rate's
+change when each state component moves by one unit in the last place) rests there."""
 ACCUMULATION_ULPS = 16.0
 """A root atom that crosses zero again within this many units in the last place of ``t``
 of its previous crossing (that set off events) means the events accumulate."""
@@ -115,6 +125,11 @@ def new_workspace(n, n_roots, n_atoms, n_events):
         np.zeros(n),  # z_first: the vector before the instant's first execution
         np.zeros(n),  # work: a jump's output
         np.zeros(n),  # f: the right-hand side
+        np.zeros(r),  # g_band: how far each root atom moves within the solver's tolerance
+        np.zeros(r),  # rate_noise: how far rounding the state moves its rate
+        np.zeros(r),  # g_moved: scratch for the atoms' values
+        np.zeros(r),  # rate_moved: and their rates
+        np.zeros(n),  # z_moved: a state moved by its tolerance in one component
     )
 
 
@@ -178,16 +193,61 @@ def _switch_triggers(
 
 
 @njit(cache=True)
-def _leave_zero(t, z, p, conditions, rates, g, rate, margin, sides, run_side, g_zero):
+def _rest_scales(t, z, p, n_state, rtol, atol, conditions, rates, g, rate, bands):
+    """The scales that say whether a root atom rests on its switching surface:
+    ``g_band[k] = sum_i |g_k(z + w_i e_i) - g_k(z)|`` with ``w_i = rtol_i |z_i| +
+    atol_i`` (how far the atom can move while the state moves within the solver's
+    tolerance) and ``rate_noise[k] = sum_i |r_k(z + u_i e_i) - r_k(z)|`` with ``u_i`` the
+    spacing of the floating-point numbers at ``z_i`` (how much rounding the state moves
+    its rate ``r_k = dg_k/dt``), over the state's components."""
+    g_band, rate_noise, g_moved, rate_moved, z_moved = bands
+    unused = np.zeros(1)
+    g_band[:] = 0.0
+    rate_noise[:] = 0.0
+    z_moved[:] = z
+    for i in range(n_state):
+        z_moved[i] = z[i] + (rtol[i] * abs(z[i]) + atol[i])
+        conditions(t, z_moved.ctypes, p.ctypes, unused.ctypes, g_moved.ctypes)
+        z_moved[i] = np.nextafter(z[i], np.inf)
+        rates(t, z_moved.ctypes, p.ctypes, unused.ctypes, rate_moved.ctypes)
+        z_moved[i] = z[i]
+        for k in range(g_band.size):
+            g_band[k] += abs(g_moved[k] - g[k])
+            rate_noise[k] += abs(rate_moved[k] - rate[k])
+
+
+@njit(cache=True)
+def _leave_zero(
+    t, z, p, n_state, rtol, atol, conditions, rates, g, rate, margin, sides, run_side, g_zero, bands
+):
     """Root atoms at zero (or within their margin) take the side the sign of ``dg/dt``
     leads to, for the triggers and for the next run's start (``g_zero`` codes); the others
-    the sign of their value. Returns whether a trigger-visible side changed."""
+    the sign of their value. An atom with a side that rests on its surface keeps its side:
+    its value is within the solver's tolerance of zero and its rate within
+    ``REST_RATE_ULPS`` times its rounding noise (:func:`_rest_scales`), which an event that
+    leaves the state at an equilibrium on the surface does, and a bouncing ball (whose
+    rate after the bounce is small but not rounding) does not. The tolerance becomes its
+    margin and its band in the next run. Returns whether a trigger-visible side changed."""
     unused = np.zeros(1)
     conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
     rates(t, z.ctypes, p.ctypes, unused.ctypes, rate.ctypes)
+    n_roots = g_zero.size // 2
+    if n_roots > 0:
+        _rest_scales(t, z, p, n_state, rtol, atol, conditions, rates, g, rate, bands)
+    g_band, rate_noise = bands[0], bands[1]
     changed = False
-    for k in range(g_zero.size):
-        if abs(g[k]) <= margin[k]:
+    for k in range(n_roots):
+        g_zero[n_roots + k] = 0.0
+        if (
+            sides[k] != 0
+            and abs(g[k]) <= max(margin[k], g_band[k])
+            and abs(rate[k]) <= REST_RATE_ULPS * rate_noise[k]
+        ):
+            margin[k] = max(margin[k], g_band[k])
+            run_side[k] = sides[k]
+            g_zero[k] = FORCE_POSITIVE if sides[k] > 0 else FORCE_NEGATIVE
+            g_zero[n_roots + k] = margin[k]
+        elif abs(g[k]) <= margin[k]:
             r = side_of(rate[k])
             run_side[k] = r
             if r == 0:
@@ -265,6 +325,8 @@ def process_instant(
     is_initial,
     j_cross,
     resolution,
+    rtol,
+    atol,
     k_from,
     k_to,
     n_state,
@@ -295,6 +357,7 @@ def process_instant(
 
     ``j_cross``: the root atom whose crossing stopped the run (-1 for none);
     ``resolution``: how well its value is resolved there;
+    ``rtol``, ``atol``: the solver's tolerances per component;
     ``[k_from, k_to)``: the schedule slots due at ``t``.
 
     Returns ``(status, executions, terminal)``; ``status`` SUCCESS, RECORD_FULL (event
@@ -322,9 +385,10 @@ def process_instant(
         z_first,
         work,
         f,
-    ) = workspace
+    ) = workspace[:20]
+    bands = workspace[20:]
     n = z.size
-    n_roots = g_zero.size
+    n_roots = g_zero.size // 2
     if table.shape[0] == 0:
         return st.SUCCESS, 0, False  # without events the kernels are placeholders
     n_cols = n // n_state - 1
@@ -445,7 +509,21 @@ def process_instant(
             conditions(t, z.ctypes, p.ctypes, unused.ctypes, g.ctypes)
             _refresh_root_sides(g, rates, margin, sides, n_roots)
         elif not _leave_zero(
-            t, z, p, conditions, rates_kernel, g, rates, margin, sides, run_side, g_zero
+            t,
+            z,
+            p,
+            n_state,
+            rtol,
+            atol,
+            conditions,
+            rates_kernel,
+            g,
+            rates,
+            margin,
+            sides,
+            run_side,
+            g_zero,
+            bands,
         ):
             break
         again, any_pending = _switch_triggers(

@@ -18,6 +18,16 @@ and located. A change of side counts when its direction matches the condition's 
 up, ``-1`` down, ``0`` both); the event time is then located on the dense output by the
 Illinois variant of regula falsi, to a few units in the last place of ``t``, and the
 earliest event of the step wins.
+
+``g_zero`` holds two entries per condition: the start codes above, then a *band*
+(``g_zero[n + j]``, 0 for none). A condition with a band counts as on its side while
+``|g_j|`` stays within it: its sign there is noise, not a crossing. The band is the
+solver's tolerance in ``g_j``, given to a condition left resting on its switching
+surface (at zero with a rate indistinguishable from zero, as after an event whose
+state is an equilibrium on that surface); without it, rounding would carry the
+condition across zero every few steps and set its events off again each time. A
+crossing counts once the value leaves the band on the other side, and the band is
+dropped once the value leaves it on its own side.
 """
 
 from __future__ import annotations
@@ -71,11 +81,15 @@ def side_of(x):
 
 
 @njit(cache=True)
-def initial_sides(g, g_zero, sides):
+def initial_sides(g, g_zero, sides, band):
     """Sides of the conditions at the start of a run: 0 where ``|g_j| <= g_zero[j]``, the
     forced side where ``g_zero[j]`` is ``FORCE_POSITIVE`` / ``FORCE_NEGATIVE`` (a value of
-    the other sign in ``g`` is then set to 0, the start of a bracket), else the sign."""
-    for j in range(sides.size):
+    the other sign in ``g`` is then set to 0, the start of a bracket), else the sign; and
+    the bands ``band[j] = g_zero[n + j]`` (``n = g_zero.size // 2`` conditions)."""
+    n = g_zero.size // 2
+    for j in range(n):
+        band[j] = g_zero[n + j]
+    for j in range(n):
         if g_zero[j] == FORCE_POSITIVE:
             sides[j] = 1
             if g[j] < 0.0:
@@ -89,11 +103,14 @@ def initial_sides(g, g_zero, sides):
 
 
 @njit(cache=True)
-def triggered(side, g_new, direction):
-    """Whether moving from ``side`` to the sign of ``g_new`` is an event of ``direction``.
+def triggered(side, g_new, band, direction):
+    """Whether moving from ``side`` to the sign of ``g_new`` is an event of ``direction``
+    (never while ``|g_new|`` is within the condition's ``band`` > 0).
 
     Returns 0 (no event; the caller updates the side) or the crossing's direction.
     """
+    if band > 0.0 and abs(g_new) <= band:
+        return 0
     s = side_of(g_new)
     if side == 0 or s == side:
         return 0
@@ -104,9 +121,17 @@ def triggered(side, g_new, direction):
 
 
 @njit(cache=True)
-def update_sides(sides, g, g_previous):
-    """After a sub-interval without event: the conditions' new sides (where nonzero) and values."""
-    for j in range(sides.size):
+def update_sides(sides, g, g_previous, band, n):
+    """After a sub-interval without event: the ``n`` conditions' new sides (where nonzero)
+    and values. Within its band a condition keeps its side (a value of the other sign is
+    kept as 0, the start of a bracket should it leave the band on that side); once outside
+    it, its band is dropped."""
+    for j in range(n):
+        if band[j] > 0.0:
+            if abs(g[j]) <= band[j]:
+                g_previous[j] = g[j] if side_of(g[j]) == sides[j] else 0.0
+                continue
+            band[j] = 0.0
         g_previous[j] = g[j]
         s = side_of(g[j])
         if s != 0:

@@ -295,7 +295,7 @@ def integrate_hybrid(
     z = z0.copy()
     z_event = np.empty(z0.size)
     event_out = np.zeros(EVENT_OUT_SIZE)
-    g_zero = np.zeros(n_roots)
+    g_zero = np.zeros(2 * n_roots)  # start codes and bands (event_location)
     workspace = new_workspace(z0.size, n_roots, n_roots + n_time, table.shape[0])
     count = np.zeros(1, dtype=np.int64)
     rec_total = 0
@@ -327,6 +327,8 @@ def integrate_hybrid(
             initial,
             j_cross,
             resolution,
+            rtol,
+            atol,
             k_stop,
             k_to,
             n_state,

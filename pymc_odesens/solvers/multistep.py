@@ -168,7 +168,7 @@ MULTISTEP_SIGNATURE = types.int64(
     types.int64[::1],  # op_count (2,): log rows and snapshots written
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
+    types.float64[::1],  # g_zero (2 per condition): start codes, then bands (event_location)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event
@@ -391,13 +391,14 @@ def run_multistep(
     g_new = np.empty(max(n_cond, 1))
     g_trial = np.empty(max(n_cond, 1))
     sides = np.zeros(max(n_cond, 1), dtype=np.int64)
+    band = np.zeros(max(n_cond, 1))  # event_location: noise bands of resting conditions
     bracket = np.empty(5)
     state = np.empty(n_state)  # the state part of the dense output, for the conditions
 
     t = t0
     if n_cond > 0:
         events(t, y0.ctypes, p.ctypes, v.ctypes, g_now.ctypes)
-        initial_sides(g_now, g_zero, sides)
+        initial_sides(g_now, g_zero, sides, band)
     rhs(t, y0.ctypes, p.ctypes, v.ctypes, f.ctypes)
     stats[st.N_RHS] += 1
     bad = first_non_finite(f, n)
@@ -590,7 +591,7 @@ def run_multistep(
                     _dense_output(family, table, order, t_new, h, y_new, t_b, poly, state)
                     events(t_b, state.ctypes, p.ctypes, v.ctypes, g_new.ctypes)
                 for j in range(n_cond):
-                    if triggered(sides[j], g_new[j], directions[j]) == 0:
+                    if triggered(sides[j], g_new[j], band[j], directions[j]) == 0:
                         continue
                     start_bracket(bracket, t_a, g_now[j], t_b, g_new[j])
                     tm = first_point(t_a, g_now[j], t_b, g_new[j])
@@ -604,7 +605,7 @@ def run_multistep(
                         found, tau, g_res = j, bracket[2], bracket_resolution(bracket)
                 if found >= 0:
                     break
-                update_sides(sides, g_new, g_now)
+                update_sides(sides, g_new, g_now, band, n_cond)
                 t_a = t_b
             if found >= 0:
                 while out_index < n_times and times[out_index] < tau:

@@ -182,7 +182,7 @@ RK_SIGNATURE = types.int64(
     types.float64[:, ::1],  # rec_dense (capacity or 0, recorded components): rk45's sum D_s k_s
     KERNEL_TYPE,  # event conditions g(t, y) (called only if there are directions)
     types.int64[::1],  # direction of each implicit condition (none: no implicit events)
-    types.float64[::1],  # g_zero: how each condition side starts (event_location.initial_sides)
+    types.float64[::1],  # g_zero (2 per condition): start codes, then bands (event_location)
     types.float64,  # t_stop: end a step exactly here and stop (an explicit event); inf: none
     types.float64[::1],  # event_out (event_location.EVENT_OUT_SIZE)
     types.float64[::1],  # z_event: the vector just before the event
@@ -361,6 +361,7 @@ def integrate_explicit_rk(
     g_new = np.empty(max(n_cond, 1))
     g_trial = np.empty(max(n_cond, 1))
     sides = np.zeros(max(n_cond, 1), dtype=np.int64)
+    band = np.zeros(max(n_cond, 1))  # event_location: noise bands of resting conditions
     bracket = np.empty(5)
     state = np.empty(n_state)  # the state part of the dense output, for the conditions
     n_accepted = 0
@@ -375,7 +376,7 @@ def integrate_explicit_rk(
     t_limit = min(t_end, t_stop)
     if n_cond > 0:
         events(t, y.ctypes, p.ctypes, v.ctypes, g_now.ctypes)
-        initial_sides(g_now, g_zero, sides)
+        initial_sides(g_now, g_zero, sides, band)
     rhs(t, y.ctypes, p.ctypes, v.ctypes, k[0].ctypes)
     stats[st.N_RHS] += 1
     bad = first_non_finite(k[0], n)
@@ -496,7 +497,7 @@ def integrate_explicit_rk(
                         _hermite(t, h, y, k[0], y_new, f_new, t_b, state)
                     events(t_b, state.ctypes, p.ctypes, v.ctypes, g_new.ctypes)
                 for j in range(n_cond):
-                    if triggered(sides[j], g_new[j], directions[j]) == 0:
+                    if triggered(sides[j], g_new[j], band[j], directions[j]) == 0:
                         continue
                     start_bracket(bracket, t_a, g_now[j], t_b, g_new[j])
                     tm = first_point(t_a, g_now[j], t_b, g_new[j])
@@ -515,7 +516,7 @@ def integrate_explicit_rk(
                         found, tau, g_res = j, bracket[2], bracket_resolution(bracket)
                 if found >= 0:
                     break
-                update_sides(sides, g_new, g_now)
+                update_sides(sides, g_new, g_now, band, n_cond)
                 t_a = t_b
             if found >= 0:
                 while out_index < n_times and times[out_index] < tau:

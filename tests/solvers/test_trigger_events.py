@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from pymc_odesens import EventAccumulationError, OdeSystem, solve
 from pymc_odesens.model import ExplicitEvent, ImplicitEvent, TriggerEvent
@@ -326,6 +327,87 @@ def test_two_atoms_reaching_zero_together_both_fire(method):
 def test_seed_event_order_names_a_bad_seed():
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\), got -1"):
         seed_event_order(-1)
+
+
+# -- a state left at rest on a switching surface --------------------------------------------
+
+
+def _flux(y, p):
+    return p.k1 * y.S1 * y.S2 - p.k2 * y.S3
+
+
+RESET = TriggerEvent(
+    lambda t, y, p: y.S1 < 0.5,
+    lambda t, y, p: {"S2": 1.0, "resets": y.resets + 1.0},
+    name="reset",
+)
+
+
+@pytest.fixture(scope="module")
+def resting():
+    """SBML case 00354 with a counter: S1 + S2 <-> S3 (k1 = 0.75, k2 = 0.25) from (1, 2, 1);
+    when S1 < 0.5, S2 := 1. That puts the state exactly at an equilibrium, (0.5, 1, 1.5),
+    with S1 on the threshold: the trigger's condition rests at zero."""
+    return OdeSystem(
+        lambda t, y, p: [-_flux(y, p), -_flux(y, p), _flux(y, p), 0.0],
+        states=["S1", "S2", "S3", "resets"],
+        params=["k1", "k2"],
+        events=[RESET],
+    )
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_event_that_leaves_the_state_resting_on_its_surface_fires_once(resting, method):
+    """Before the event S2 = S1 + 1 and S3 = 2 - S1, so S1' = -0.75 S1^2 - S1 + 0.5 (roots
+    x1 = (sqrt(2.5) - 1) / 1.5 and x2 = -(sqrt(2.5) + 1) / 1.5) reaches 0.5 at
+    ln[((1 - x1) / (1 - x2)) / ((0.5 - x1) / (0.5 - x2))] / (0.75 (x1 - x2)) = 0.94299; then
+    nothing moves. Rounding keeps carrying S1 across 0.5 by a few ulps: before the rest rule
+    every method ended in EventAccumulationError, and with a rule for exact zeros only rk45
+    counted 11 resets (S1 hopping between 0.5 and 0.5 + 1 ulp)."""
+    x1, x2 = (np.sqrt(2.5) - 1) / 1.5, -(np.sqrt(2.5) + 1) / 1.5
+    tau = np.log(((1 - x1) / (1 - x2)) / ((0.5 - x1) / (0.5 - x2))) / (0.75 * (x1 - x2))
+    times = np.linspace(0.0, 20.0, 41)
+    r = solve(resting, [1.0, 2.0, 1.0, 0.0], times, [0.75, 0.25], method=method, **TIGHT)
+    assert r.events.names == ["reset"]
+    np.testing.assert_allclose(r.events.times, [tau], rtol=1e-8)
+    after = times > tau
+    np.testing.assert_allclose(r.y[after, :3], [[0.5, 1.0, 1.5]] * after.sum(), atol=1e-9)
+    np.testing.assert_array_equal(r.y[:, 3], after.astype(float))
+
+
+def test_a_resting_condition_that_moves_away_still_crosses():
+    """The rest rule gives rounding a band, not the condition: the same model with a drive
+    d cos(t - 5) on S1 that an event switches on at t = 5 (d := 0.2) pushes S1 off the
+    threshold, up and back down, and the event fires again where a solve started at t = 5
+    from the equilibrium (so never at rest) says it does."""
+    driven = OdeSystem(
+        lambda t, y, p: [
+            -_flux(y, p) + y.d * sp.cos(t - 5.0),
+            -_flux(y, p),
+            _flux(y, p),
+            0.0,
+            0.0,
+        ],
+        states=["S1", "S2", "S3", "resets", "d"],
+        params=["k1", "k2"],
+        events=[
+            RESET,
+            TriggerEvent(lambda t, y, p: t >= 5.0, lambda t, y, p: {"d": 0.2}, name="drive"),
+        ],
+    )
+    times = np.linspace(5.0, 12.0, 15)
+    for method in METHODS:
+        whole = solve(
+            driven, [1.0, 2.0, 1.0, 0.0, 0.0], times, [0.75, 0.25], method=method, **TIGHT
+        )
+        fresh = solve(
+            driven, [0.5, 1.0, 1.5, 1.0, 0.2], times, [0.75, 0.25], t0=5.0, method=method, **TIGHT
+        )
+        assert whole.events.names[:2] == ["reset", "drive"], method
+        assert len(fresh.events.names) >= 1 and set(fresh.events.names) == {"reset"}, method
+        assert whole.events.names[2:] == fresh.events.names, method
+        np.testing.assert_allclose(whole.events.times[2:], fresh.events.times, rtol=1e-8)
+        np.testing.assert_allclose(whole.y, fresh.y, rtol=1e-7, atol=1e-9)
 
 
 # -- accumulating events: a named error, never a wrong number --------------------------------
