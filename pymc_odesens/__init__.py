@@ -18,6 +18,12 @@ import pymc and pytensor, which takes seconds; they are loaded when first used, 
 
 from importlib import import_module
 
+from pymc_odesens.numba_cache_guard import purge_stale_numba_cache
+
+# before any module loads numba-cached machine code: drop it if the sources changed
+purge_stale_numba_cache()
+
+# isort: split
 from pymc_odesens import math
 from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
 from pymc_odesens.sensitivity import (
