@@ -343,8 +343,7 @@ RESET = TriggerEvent(
 )
 
 
-@pytest.fixture(scope="module")
-def resting():
+def resting_system() -> OdeSystem:
     """SBML case 00354 with a counter: S1 + S2 <-> S3 (k1 = 0.75, k2 = 0.25) from (1, 2, 1);
     when S1 < 0.5, S2 := 1. That puts the state exactly at an equilibrium, (0.5, 1, 1.5),
     with S1 on the threshold: the trigger's condition rests at zero."""
@@ -353,7 +352,13 @@ def resting():
         states=["S1", "S2", "S3", "resets"],
         params=["k1", "k2"],
         events=[RESET],
+        name="resting",
     )
+
+
+@pytest.fixture(scope="module")
+def resting():
+    return resting_system()
 
 
 @pytest.mark.parametrize("method", METHODS)
