@@ -432,19 +432,22 @@ def _joined(trace: az.InferenceData, new: az.InferenceData) -> az.InferenceData:
             f"when their lengths differ much; a checkpoint (checkpoint=...) holds the draws "
             f"that all chains had"
         )
-    previous = az.InferenceData(
-        posterior=trace.posterior[list(new.posterior.data_vars)],
-        sample_stats=_stats_like(trace, new.sample_stats),
-    )
+    # without the trace's attributes: az.concat combines differing ones into a list, which a
+    # NetCDF round trip makes an array, and a later concat then fails on (``append``)
+    posterior = trace.posterior[list(new.posterior.data_vars)].copy()
+    posterior.attrs = {}
+    stats = _stats_like(trace, new.sample_stats)
+    stats.attrs = {}
     joined = az.concat(
-        previous,
+        az.InferenceData(posterior=posterior, sample_stats=stats),
         az.InferenceData(posterior=new.posterior, sample_stats=new.sample_stats),
         dim="draw",
     )
     for group in new.groups():
         if group not in ("posterior", "sample_stats"):
             joined.add_groups({group: new[group]})
-    joined.sample_stats.attrs.update(
+    joined.posterior.attrs = dict(new.posterior.attrs)
+    joined.sample_stats.attrs = dict(
         new.sample_stats.attrs,
         resumed_draws=trace.posterior.sizes["draw"],
         metric_draws=chains * trace.posterior.sizes["draw"],

@@ -1,5 +1,6 @@
 """NUTS whose chains share one dense metric from the draws of all of them."""
 
+import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
@@ -152,6 +153,37 @@ def test_resumed_chains_keep_the_trace_and_add_draws_of_the_posterior():
     # NUTS needs few leapfrog steps per draw even along the 0.95 correlation
     steps = joined.sample_stats["n_steps"].values[:, 150:]
     assert np.median(steps) <= 7
+
+
+def test_a_continuation_of_a_continuation_read_from_disk_joins(tmp_path):
+    """A joined trace written to NetCDF keeps the attributes that az.concat combined (as
+    arrays, from the second continuation on); continuing it again crashed in az.concat after
+    all its sampling (2026-11-25's third Bachmann continuation: AttributeError, 'numpy.ndarray'
+    object has no attribute 'append'; its checkpoint kept the draws)."""
+    model = _gaussian_model()
+    trace = _iid_trace(2, 150, seed=11)
+    with model:
+        for run, draws in enumerate((40, 30, 20)):
+            step, _ = pymc_odesens.mode_metric_nuts()
+            joined = pymc_odesens.resume_pooled_metric(
+                trace,
+                draws,
+                step=step,
+                step_size_tune=20,
+                cores=1,
+                random_seed=run,
+                progressbar=False,
+            )
+            path = tmp_path / f"run{run}.nc"
+            joined.to_netcdf(path)
+            previous, trace = trace, az.from_netcdf(path)
+            assert trace.posterior.sizes["draw"] == previous.posterior.sizes["draw"] + draws
+            np.testing.assert_array_equal(
+                trace.posterior["x"].values[:, : previous.posterior.sizes["draw"]],
+                previous.posterior["x"].values,
+            )
+    assert trace.posterior.sizes["draw"] == 240
+    assert trace.sample_stats.attrs["resumed_draws"] == 220
 
 
 def test_resume_arguments_are_checked_with_their_names():
