@@ -125,11 +125,13 @@ def new_workspace(n, n_roots, n_atoms, n_events):
         np.zeros(n),  # z_first: the vector before the instant's first execution
         np.zeros(n),  # work: a jump's output
         np.zeros(n),  # f: the right-hand side
-        np.zeros(r),  # g_band: how far each root atom moves within the solver's tolerance
-        np.zeros(r),  # rate_noise: how far rounding the state moves its rate
-        np.zeros(r),  # g_moved: scratch for the atoms' values
-        np.zeros(r),  # rate_moved: and their rates
-        np.zeros(n),  # z_moved: a state moved by its tolerance in one component
+        (  # bands: the scales of _rest_scales and their scratch
+            np.zeros(r),  # g_band: how far each root atom moves within the solver's tolerance
+            np.zeros(r),  # rate_noise: how far rounding the state moves its rate
+            np.zeros(r),  # g_moved: scratch for the atoms' values
+            np.zeros(r),  # rate_moved: and their rates
+            np.zeros(n),  # z_moved: a state moved by its tolerance in one component
+        ),
     )
 
 
@@ -385,8 +387,8 @@ def process_instant(
         z_first,
         work,
         f,
-    ) = workspace[:20]
-    bands = workspace[20:]
+        bands,
+    ) = workspace
     n = z.size
     n_roots = g_zero.size // 2
     if table.shape[0] == 0:
