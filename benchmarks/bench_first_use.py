@@ -16,8 +16,8 @@ filled.
 
 Sections (``--sections``, default all):
 
-1. ``import``: ``import pymc_odesens`` (without the PyMC layer), the same plus
-   ``pymc_odesens.ode_solution`` (the PyMC layer, which imports pymc and pytensor), and
+1. ``import``: ``import pymc_odesens`` (without ops and inference), the same plus
+   ``pymc_odesens.ode_solution`` (the ops layer, which imports pymc and pytensor), and
    ``import pymc`` alone for reference; median of ``--repeats`` processes.
 2. ``solve``: a new small model (SIR: 3 states, 2 parameters, the boarding-school influenza
    data of Stan's case study), its first ``solve`` (rk45) and first ``solve`` with bdf,
@@ -30,7 +30,7 @@ Sections (``--sections``, default all):
 5. ``nutpie_floor``: what nutpie and PyTensor cost without an ODE: ``compile_pymc_model`` of a
    pure-PyTensor model of the same size (the SIR model's priors, data and negative binomial
    likelihood, with a closed-form infected curve instead of the ODE Op), warm, alone and
-   with ``pymc_odesens.pymc`` imported (which gives scipy.special's digamma a NUMBA cache
+   with ``pymc_odesens.ops`` imported (which gives scipy.special's digamma a NUMBA cache
    key); median of ``--repeats`` processes after one that fills the caches.
 6. ``sample``: ``pm.sample`` (PyMC's NUTS) on the Lotka-Volterra model of
    ``examples/lotka_volterra.py`` (``--chains`` x (``--tune`` + ``--draws``), one core, the
@@ -200,7 +200,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import nutpie
 if sys.argv[1] == "with_pymc_odesens":
-    import pymc_odesens.pymc
+    import pymc_odesens.ops
 stage("import")
 CASES = np.array([3, 8, 26, 76, 225, 298, 258, 233, 189, 128, 68, 29, 14, 4])
 TIMES = np.arange(1.0, 15.0)

@@ -356,8 +356,8 @@ def branch_fractions(model, idata, draws: int = 50) -> dict:
     import pymc as pm
 
     from pymc_odesens import pbs_branch_counts, pbs_branch_summary
-    from pymc_odesens.pymc.ops import OdePbsOp
-    from pymc_odesens.pymc.smmala_sensitivities import ode_nodes
+    from pymc_odesens.inference.smmala_sensitivities import ode_nodes
+    from pymc_odesens.ops.ode_ops import OdePbsOp
 
     node = next(n for n in ode_nodes(model.observed_RVs) if isinstance(n.op, OdePbsOp))
     with model:

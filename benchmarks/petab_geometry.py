@@ -33,8 +33,8 @@ from pathlib import Path
 import common
 import numpy as np
 
+from pymc_odesens.inference.mode_metric import find_posterior_mode, negative_hessian
 from pymc_odesens.petab import PetabProblem
-from pymc_odesens.pymc.mode_metric import find_posterior_mode, negative_hessian
 
 
 def model_functions(model):

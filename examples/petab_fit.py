@@ -52,11 +52,11 @@ import arviz as az
 import numpy as np
 
 import pymc_odesens
+from pymc_odesens.inference.checkpoint import TraceCheckpoint, write_trace
+from pymc_odesens.inference.time_limit import TimeLimit
 from pymc_odesens.petab import PetabProblem
 from pymc_odesens.petab.experiments import condition_label
 from pymc_odesens.petab.measurements import measurement_conditions
-from pymc_odesens.pymc.checkpoint import TraceCheckpoint, write_trace
-from pymc_odesens.pymc.time_limit import TimeLimit
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"

@@ -11,9 +11,10 @@ a steady state: :class:`Preequilibration`) and :func:`steady_state_solution`, sa
 :func:`sample_posterior_predictive`,
 events by :class:`ImplicitEvent`, :class:`ExplicitEvent` and :class:`TriggerEvent`.
 
-The PyMC layer (:func:`ode_solution`, :class:`SMMALA`, ...) and :mod:`pymc_odesens.stan`
-import pymc and pytensor, which takes seconds; they are loaded when first used, so
-``import pymc_odesens`` for :func:`solve` alone does not pay for them.
+The PyTensor and PyMC layers (:mod:`pymc_odesens.ops`: :func:`ode_solution`, ...;
+:mod:`pymc_odesens.inference`: :func:`sample`, :class:`SMMALA`, ...; :mod:`pymc_odesens.petab`
+and :mod:`pymc_odesens.stan`) import pymc and pytensor, which takes seconds; they are loaded
+when first used, so ``import pymc_odesens`` for :func:`solve` alone does not pay for them.
 """
 
 from importlib import import_module
@@ -56,33 +57,34 @@ from pymc_odesens.solvers import (
     StepSizeTooSmallError,
     solve,
 )
+from pymc_odesens.version import __version__  # noqa: F401
 
 _LAZY = {
-    # the PyMC layer imports pymc and pytensor (seconds): loaded on first use, so that a
-    # user who only solves and differentiates ODEs never pays for them
-    "SMMALA": "pymc_odesens.pymc",
-    "sample": "pymc_odesens.pymc",
-    "mode_metric_nuts": "pymc_odesens.pymc",
-    "sample_pooled_metric": "pymc_odesens.pymc",
-    "resume_pooled_metric": "pymc_odesens.pymc",
-    "TraceCheckpoint": "pymc_odesens.pymc",
-    "TimeLimit": "pymc_odesens.pymc",
-    "find_posterior_mode": "pymc_odesens.pymc",
-    "sample_posterior_predictive": "pymc_odesens.pymc",
-    "sampling_compile_kwargs": "pymc_odesens.pymc",
-    "OdeSolverFailureWarning": "pymc_odesens.pymc",
-    "choose_sensitivity_route": "pymc_odesens.pymc",
-    "failure_counts": "pymc_odesens.pymc",
-    "failure_summary": "pymc_odesens.pymc",
-    "fisher_information_tensor": "pymc_odesens.pymc",
-    "ode_solution": "pymc_odesens.pymc",
-    "reset_failure_counts": "pymc_odesens.pymc",
-    "Preequilibration": "pymc_odesens.pymc",
-    "steady_state_solution": "pymc_odesens.pymc",
-    "pbs_branch_counts": "pymc_odesens.pymc",
-    "pbs_branch_summary": "pymc_odesens.pymc",
+    # the ops and inference layers import pymc and pytensor (seconds): loaded on first use,
+    # so that a user who only solves and differentiates ODEs never pays for them
+    "SMMALA": "pymc_odesens.inference",
+    "sample": "pymc_odesens.inference",
+    "mode_metric_nuts": "pymc_odesens.inference",
+    "sample_pooled_metric": "pymc_odesens.inference",
+    "resume_pooled_metric": "pymc_odesens.inference",
+    "TraceCheckpoint": "pymc_odesens.inference",
+    "TimeLimit": "pymc_odesens.inference",
+    "find_posterior_mode": "pymc_odesens.inference",
+    "sample_posterior_predictive": "pymc_odesens.inference",
+    "sampling_compile_kwargs": "pymc_odesens.inference",
+    "OdeSolverFailureWarning": "pymc_odesens.ops",
+    "choose_sensitivity_route": "pymc_odesens.ops",
+    "failure_counts": "pymc_odesens.ops",
+    "failure_summary": "pymc_odesens.ops",
+    "fisher_information_tensor": "pymc_odesens.ops",
+    "ode_solution": "pymc_odesens.ops",
+    "reset_failure_counts": "pymc_odesens.ops",
+    "Preequilibration": "pymc_odesens.ops",
+    "steady_state_solution": "pymc_odesens.ops",
+    "pbs_branch_counts": "pymc_odesens.ops",
+    "pbs_branch_summary": "pymc_odesens.ops",
 }
-_LAZY_MODULES = ("stan", "pymc")
+_LAZY_MODULES = ("stan", "ops", "inference", "petab", "pymc")
 
 
 def __getattr__(name: str):
@@ -97,7 +99,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
+    return sorted(set(globals()) | set(_LAZY) | {"stan", "ops", "inference", "petab"})
 
 
 __all__ = [
@@ -155,4 +157,3 @@ __all__ = [
     "NonFiniteInputError",
     "NonFiniteSensitivityError",
 ]
-__version__ = "0.1.0"

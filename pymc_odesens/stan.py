@@ -82,8 +82,8 @@ from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.symbol_vector import make_symbols
 from pymc_odesens.model.tracing import symbolic_misuse_hint
-from pymc_odesens.pymc.graph_traversal import ancestors
-from pymc_odesens.pymc.ode_solution import ode_solution
+from pymc_odesens.ops.graph_traversal import ancestors
+from pymc_odesens.ops.ode_solution import ode_solution
 from pymc_odesens.sensitivity.adjoint_controls import resolve_adjoint_controls
 from pymc_odesens.solvers.controls import resolve_controls
 

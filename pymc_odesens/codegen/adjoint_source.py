@@ -9,7 +9,7 @@ forwards) the backward vector ``z = [lambda, mu]`` (N + P components) obeys
 
 and ``mu`` at ``s = -t0`` is ``int_{t0}^{t_T} lambda^T df/dp dt``. The state
 ``y(t)`` comes from the recorded forward trajectory: the kernels receive a
-trajectory buffer (:mod:`pymc_odesens.solvers.recorded_trajectory`) in place
+trajectory buffer (:mod:`pymc_odesens.codegen.recorded_trajectory`) in place
 of the parameter vector, read the parameters from it and interpolate ``y``.
 
 ``adjoint_jac`` writes the structural non-zeros of ``J_y`` at the interpolated state,
@@ -35,9 +35,9 @@ _ARGUMENTS = "s, z, data, unused, out"
 
 
 def _preamble(n_params: int) -> list[str]:
-    # the trajectory buffer's layout belongs to the solver layer: read it where the kernels
-    # are generated (as the generated module of the numba backend imported it)
-    from pymc_odesens.solvers.recorded_trajectory import HEADER_SIZE
+    # the trajectory buffer's layout (codegen/recorded_trajectory.py: the solvers write it,
+    # the generated kernels read it); imported here so that numba loads only when needed
+    from pymc_odesens.codegen.recorded_trajectory import HEADER_SIZE
 
     return [
         "t = -s",

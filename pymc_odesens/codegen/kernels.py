@@ -63,9 +63,10 @@ def kernel_cache_key(system: OdeSystem) -> str:
 
 
 def _trajectory_state_address() -> int:
-    # the adjoint kernels read the forward trajectory through this solver-layer function
-    # (a numba cfunc compiled once, cached by numba)
-    from pymc_odesens.solvers.recorded_trajectory import trajectory_state_cfunc
+    # the adjoint kernels read the forward trajectory through this function of the
+    # recorded-trajectory layout (a numba cfunc compiled once, cached by numba; imported here
+    # so that only systems with adjoint kernels load it)
+    from pymc_odesens.codegen.recorded_trajectory import trajectory_state_cfunc
 
     return trajectory_state_cfunc.address
 

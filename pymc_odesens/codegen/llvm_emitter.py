@@ -28,7 +28,7 @@ Values are float64, int64 or booleans; a name's type is that of its first assign
   further on) and ``trajectory_state(buffer, t, k)`` (interpolates the recorded trajectory
   of a trajectory buffer at ``t`` into the buffer's scratch area, which starts ``k``
   float64s into it, and is a pointer to that state; see
-  :mod:`pymc_odesens.solvers.recorded_trajectory`, called through the external symbol
+  :mod:`pymc_odesens.codegen.recorded_trajectory`, called through the external symbol
   :data:`TRAJECTORY_STATE_SYMBOL`).
 
 Anything else is refused with :class:`KernelSourceError` naming the line. Floating-point

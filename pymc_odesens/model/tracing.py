@@ -19,12 +19,13 @@ from collections.abc import Callable
 import numpy
 import sympy
 
-import pymc_odesens
-
 __all__ = ["traced", "symbolic_misuse_hint"]
 
+# the package's own folder: two levels above this file (pymc_odesens/model/tracing.py)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARIES = tuple(
-    os.path.dirname(module.__file__) + os.sep for module in (sympy, numpy, pymc_odesens)
+    [os.path.dirname(module.__file__) + os.sep for module in (sympy, numpy)]
+    + [_PACKAGE_DIR + os.sep]
 )
 _UFUNC = re.compile(r"no callable (\w+) method")
 

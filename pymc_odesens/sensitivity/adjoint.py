@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_odesens.codegen import compile_adjoint_kernels, compile_event_kernels
+from pymc_odesens.codegen.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.sensitivity.event_adjoint import frozen_time
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.compiled_entry import compiled_entry
 from pymc_odesens.solvers.integrate import EventLog, EventRecord, hybrid_event_arguments
-from pymc_odesens.solvers.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.solvers.solve import OdeProblem, prepare_problem
 
 __all__ = ["AdjointCheckpoints", "AdjointGradient", "adjoint_forward", "adjoint_gradient"]

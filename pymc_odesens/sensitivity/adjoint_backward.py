@@ -22,13 +22,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
+from pymc_odesens.codegen.recorded_trajectory import recording_views, set_record_count
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.sensitivity.event_adjoint import instant_workspace, undo_event_instants
 from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.error_norm import first_non_finite
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import OP_WIDTH, run_multistep
-from pymc_odesens.solvers.recorded_trajectory import recording_views, set_record_count
 
 __all__ = ["backward_pass", "BACKWARD_INFO_SIZE", "PHASE_REINTEGRATION", "PHASE_BACKWARD"]
 

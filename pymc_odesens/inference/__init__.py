@@ -1,0 +1,49 @@
+"""Layer 6: tools that sample or optimise any PyMC model (an ``ode_solution`` model, a PEtab
+model, or one without ODEs).
+
+- sampling with the log-density compiled in PyTensor's NUMBA mode (:func:`sample`,
+  :func:`sample_posterior_predictive`, ``sampling.py``; nutpie's start values,
+  ``nutpie_start.py``; one gradient per step method, ``step_assignment.py``);
+- SMMALA, a Riemannian step method with the Fisher information as metric (``smmala*.py``);
+- mass matrices from a posterior mode (:func:`find_posterior_mode`, :func:`mode_metric_nuts`)
+  and from pooled draws (:func:`sample_pooled_metric`, :func:`resume_pooled_metric`);
+- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`.
+
+Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
+"""
+
+from pymc_odesens.inference.checkpoint import TraceCheckpoint
+from pymc_odesens.inference.mode_metric import (
+    PosteriorMode,
+    find_posterior_mode,
+    mode_metric_nuts,
+)
+from pymc_odesens.inference.pooled_metric import (
+    pooled_covariance,
+    resume_pooled_metric,
+    sample_pooled_metric,
+    sampler_coordinates,
+)
+from pymc_odesens.inference.sampling import (
+    sample,
+    sample_posterior_predictive,
+    sampling_compile_kwargs,
+)
+from pymc_odesens.inference.smmala import SMMALA
+from pymc_odesens.inference.time_limit import TimeLimit
+
+__all__ = [
+    "SMMALA",
+    "sample",
+    "sample_posterior_predictive",
+    "sampling_compile_kwargs",
+    "find_posterior_mode",
+    "PosteriorMode",
+    "mode_metric_nuts",
+    "sample_pooled_metric",
+    "pooled_covariance",
+    "resume_pooled_metric",
+    "sampler_coordinates",
+    "TraceCheckpoint",
+    "TimeLimit",
+]
