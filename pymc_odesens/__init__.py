@@ -26,6 +26,7 @@ purge_stale_numba_cache()
 # isort: split
 from pymc_odesens import math
 from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
+from pymc_odesens.model.disk_cache import KernelCacheError, KernelCacheWarning
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,
@@ -154,5 +155,7 @@ __all__ = [
     "EventSensitivityError",
     "NonFiniteInputError",
     "NonFiniteSensitivityError",
+    "KernelCacheWarning",
+    "KernelCacheError",
 ]
 __version__ = "0.1.0"
