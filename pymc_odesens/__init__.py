@@ -19,9 +19,12 @@ import pymc and pytensor, which takes seconds; they are loaded when first used, 
 from importlib import import_module
 
 from pymc_odesens.numba_cache_guard import purge_stale_numba_cache
+from pymc_odesens.numba_cache_verification import verify_numba_cache
 
-# before any module loads numba-cached machine code: drop it if the sources changed
+# before any module loads numba-cached machine code: drop it if the sources changed, and
+# have numba verify (SHA-256) what it loads of the package's functions from now on
 purge_stale_numba_cache()
+verify_numba_cache()
 
 # isort: split
 from pymc_odesens import math
