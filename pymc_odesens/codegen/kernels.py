@@ -4,7 +4,10 @@ One interface, whatever emits the machine code: a generator writes the source of
 kernels (the kernel language of :mod:`pymc_odesens.codegen.llvm_emitter`) and
 :func:`load_generated_module` returns them compiled. Each kernel is compiled when first
 used, its object code is written to the cache (:mod:`pymc_odesens.codegen.cache`), and a
-later process loads that object code: it neither generates nor compiles anything.
+later process loads that object code: it neither generates nor compiles anything. Every
+file is verified before it is used (its SHA-256 digest and name); one that does not verify
+is generated again and replaced, with a
+:class:`~pymc_odesens.model.disk_cache.KernelCacheWarning` naming it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source
-from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
+from pymc_odesens.codegen.cache import (
+    GENERATION_LOCK,
+    artefact_path,
+    load_artefact,
+    read_artefact,
+    store_artefact,
+)
 from pymc_odesens.codegen.event_source import (
     EVENT_KERNELS_VERSION,
     event_module_source,
@@ -117,6 +126,7 @@ class GeneratedKernels:
         self._make_source = make_source
         self._kernels: dict[str, Kernel] = {}
         self._manifest: dict | None = None
+        self._text: str | None = None
         self._definitions: dict[str, ast.FunctionDef] | None = None
 
     @property
@@ -125,12 +135,14 @@ class GeneratedKernels:
         return artefact_path(self.key, ".py")
 
     def _source(self) -> str:
-        path = self.source_path
-        if path.exists():
-            return path.read_text()
-        source = self._make_source()
-        write_atomically(path, source)
-        return source
+        if self._text is None:
+            path = self.source_path
+            text = load_artefact(path, bytes.decode)
+            if text is None:
+                text = self._make_source()
+                store_artefact(path, text.encode())
+            self._text = text
+        return self._text
 
     def _parsed(self) -> dict[str, ast.FunctionDef]:
         if self._definitions is None:
@@ -141,13 +153,13 @@ class GeneratedKernels:
         """``{"kernels": {name: [external symbols]}}`` (read from the cache, else written)."""
         if self._manifest is None:
             path = artefact_path(self.key, ".json")
-            if path.exists():
-                self._manifest = json.loads(path.read_text())
-            else:
+            manifest = load_artefact(path, _decode_manifest)
+            if manifest is None:
                 definitions = self._parsed()
                 kernels = {name: _external_calls(f) for name, f in definitions.items()}
-                self._manifest = {"codegen": CODEGEN_VERSION, "kernels": kernels}
-                write_atomically(path, json.dumps(self._manifest, indent=1))
+                manifest = {"codegen": CODEGEN_VERSION, "kernels": kernels}
+                store_artefact(path, json.dumps(manifest, indent=1).encode())
+            self._manifest = manifest
         return self._manifest
 
     @property
@@ -171,11 +183,16 @@ class GeneratedKernels:
             kernel = _LOADED_SYMBOLS.get(symbol)
             if kernel is None:
                 path = artefact_path(self.key, f".{name}.o")
-                if path.exists():
-                    data = path.read_bytes()
-                else:
-                    data = compile_object(kernel_ir(self._parsed()[name], symbol))
-                    write_atomically(path, data)
+                data = read_artefact(path)  # verified, or None: never unverified bytes
+                if data is None:
+                    definition = self._parsed().get(name)
+                    if definition is None:
+                        raise RuntimeError(
+                            f"the generated source {self.source_path} defines no kernel "
+                            f"{name!r}, which its manifest lists (a code generator defect)"
+                        )
+                    data = compile_object(kernel_ir(definition, symbol))
+                    store_artefact(path, data)
                 _ensure_externals(externals)
                 (address,) = load_object(data, [symbol])
                 kernel = _LOADED_SYMBOLS[symbol] = Kernel(name, address)
@@ -189,6 +206,17 @@ class GeneratedKernels:
         if kernel is None:
             raise AttributeError(f"generated module {self.key} has no kernel {name!r}")
         return kernel
+
+
+def _decode_manifest(data: bytes) -> dict:
+    manifest = json.loads(data)
+    kernels = manifest.get("kernels") if isinstance(manifest, dict) else None
+    if not isinstance(kernels, dict) or not all(
+        isinstance(externals, list) and all(s in _EXTERNALS for s in externals)
+        for externals in kernels.values()
+    ):
+        raise ValueError("no kernels with known external symbols")
+    return manifest
 
 
 _LOADED_MODULES: dict[str, GeneratedKernels] = {}
@@ -270,21 +298,34 @@ class CompiledKernels:
         if self._pattern is None:
             path = artefact_path(self.key, ".pattern.npz")
             with GENERATION_LOCK:
-                if path.exists():
-                    with np.load(path) as data:
-                        rows, cols = data["rows"], data["cols"]
-                else:
+                pattern = load_artefact(path, self._decode_pattern)
+                if pattern is None:
                     keys = list(self._system.J_y_nonzeros)
                     rows = np.array([i for i, _ in keys], dtype=np.int64)
                     cols = np.array([j for _, j in keys], dtype=np.int64)
                     buffer = io.BytesIO()
                     np.savez(buffer, rows=rows, cols=cols)
-                    write_atomically(path, buffer.getvalue())
+                    store_artefact(path, buffer.getvalue())
+                else:
+                    rows, cols = pattern
             self._pattern = (
                 np.ascontiguousarray(rows, dtype=np.int64),
                 np.ascontiguousarray(cols, dtype=np.int64),
             )
         return self._pattern
+
+    def _decode_pattern(self, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            rows, cols = arrays["rows"], arrays["cols"]
+        n = self.n_states
+        if not (
+            rows.ndim == cols.ndim == 1
+            and rows.size == cols.size
+            and rows.dtype.kind == cols.dtype.kind == "i"
+            and np.all((rows >= 0) & (rows < n) & (cols >= 0) & (cols < n))
+        ):
+            raise ValueError(f"not a sparsity pattern of {n} x {n} matrices")
+        return rows, cols
 
     def output_shape(self, name: str) -> tuple[int, ...]:
         """numpy shape of the output of kernel ``name``."""
@@ -343,14 +384,14 @@ def compile_kernels(system: OdeSystem) -> CompiledKernels:
     with GENERATION_LOCK:
         key = kernel_cache_key(system)
         kernels = CompiledKernels(system, key)
-        if not kernels.path.exists():
+        if read_artefact(kernels.path) is None:
             description = {
                 "name": system.name,
                 "n_states": system.n_states,
                 "n_params": system.n_params,
                 "codegen": CODEGEN_VERSION,
             }
-            write_atomically(kernels.path, json.dumps(description, indent=1))
+            store_artefact(kernels.path, json.dumps(description, indent=1).encode())
         system._compiled_kernels = kernels
         return kernels
 

@@ -116,7 +116,13 @@ def register_symbol(name: str, address: int) -> None:
 
 
 def load_object(data: bytes, symbols: list[str]) -> list[int]:
-    """Load object code into this process; the addresses of ``symbols`` in it."""
+    """Load object code into this process; the addresses of ``symbols`` in it.
+
+    ``data`` must be object code that :func:`compile_object` made, or a cache file's content
+    verified against its digest (:func:`pymc_odesens.codegen.cache.read_artefact`): LLVM
+    loads whatever it is given, and damaged object code crashes the process or computes
+    other numbers.
+    """
     with _LOCK:
         engine = _engine()
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))

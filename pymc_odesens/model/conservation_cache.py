@@ -9,11 +9,12 @@ number of unresolved null vectors. The key hashes everything the laws depend on:
 fingerprint (its canonical right-hand side), its state and parameter names, the exact
 stoichiometry and :data:`CONSERVATION_VERSION` (raised whenever the algorithm changes).
 
-An entry is trusted only when it parses and is consistent: its digest (a hash of its
-contents), its key, its shape, exact rational entries in reduced row echelon form with the
-stored pivots. Anything else (a truncated,
-corrupt or foreign file, an unreadable directory) is recomputed and written again; a cache
-that cannot be written is skipped.
+The file is stored with the SHA-256 digest of its content and its name and verified before
+it is read (:mod:`pymc_odesens.model.disk_cache`), and an entry is trusted only when it is
+also consistent: its key, its shape, exact rational entries in reduced row echelon form with
+the stored pivots. Anything else (a truncated, corrupt or foreign file, an unreadable one)
+is recomputed and written again, with a warning naming it; a cache that cannot be written
+keeps the laws in memory (one warning).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import numpy as np
 import sympy as sp
 
 from pymc_odesens.model.conservation import ConservationLaws
-from pymc_odesens.model.disk_cache import cache_directory, write_atomically
+from pymc_odesens.model.disk_cache import cache_directory, load_artefact, store_artefact
 
 __all__ = ["CONSERVATION_VERSION", "cached_conservation_laws", "conservation_cache_path"]
 
-CONSERVATION_VERSION = "1"
+CONSERVATION_VERSION = "2"
 """Version of the laws' algorithm and of this file format: part of every key."""
 
 _SOURCES = ("stoichiometry", "structure")
@@ -65,11 +66,6 @@ def conservation_cache_path(system) -> Path:
     return _path(_key(system))
 
 
-def _digest(entry: dict) -> str:
-    body = json.dumps({k: v for k, v in entry.items() if k != "digest"}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
 def _encode(laws: ConservationLaws, key: str) -> str:
     exact = laws.exact
     entry = {
@@ -81,7 +77,7 @@ def _encode(laws: ConservationLaws, key: str) -> str:
         "source": laws.source,
         "unresolved": int(laws.unresolved),
     }
-    return json.dumps({**entry, "digest": _digest(entry)})
+    return json.dumps(entry)
 
 
 def _decode(text: str, key: str, state_names: tuple) -> ConservationLaws | None:
@@ -90,7 +86,6 @@ def _decode(text: str, key: str, state_names: tuple) -> ConservationLaws | None:
     n = len(state_names)
     if (
         not isinstance(entry, dict)
-        or entry.get("digest") != _digest(entry)
         or entry.get("key") != key
         or entry.get("version") != CONSERVATION_VERSION
         or entry.get("n_states") != n
@@ -142,15 +137,16 @@ def cached_conservation_laws(system, find: Callable[[], ConservationLaws]) -> Co
     """
     key = _key(system)
     path = _path(key)
-    try:
-        laws = _decode(path.read_text(), key, tuple(system.states))
-    except (OSError, ValueError, TypeError, sp.SympifyError):
-        laws = None  # missing, unreadable or corrupt: recomputed below
+
+    def decode(data: bytes) -> ConservationLaws:
+        laws = _decode(data.decode(), key, tuple(system.states))
+        if laws is None:
+            raise ValueError("not a consistent entry of this system's laws")
+        return laws
+
+    laws = load_artefact(path, decode)  # None: missing, or not verified (then warned)
     if laws is not None:
         return laws
     laws = find()
-    try:
-        write_atomically(path, _encode(laws, key))
-    except OSError:
-        pass  # a read-only cache: the laws are still right, only not kept
+    store_artefact(path, _encode(laws, key).encode())
     return laws

@@ -222,7 +222,12 @@ def pattern_structure(kernels, name: str, rows, cols, linear_solver: str) -> np.
     ``name`` (which must identify the pattern among the system's patterns); the structure
     is also kept in memory with the kernels.
     """
-    from pymc_odesens.codegen.cache import GENERATION_LOCK, artefact_path, write_atomically
+    from pymc_odesens.codegen.cache import (
+        GENERATION_LOCK,
+        artefact_path,
+        load_artefact,
+        store_artefact,
+    )
 
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
@@ -236,18 +241,41 @@ def pattern_structure(kernels, name: str, rows, cols, linear_solver: str) -> np.
     if kind == "sparse":
         path = artefact_path(kernels.key, f".{name}.v{STRUCTURE_VERSION}.npy")
         with GENERATION_LOCK:
-            if path.exists():
-                structure = np.load(path)
-            else:
+            structure = load_artefact(path, lambda data: _decode_structure(data, n, rows, cols))
+            if structure is None:
                 structure = _sparse_structure(n, rows, cols, SparseLuPattern(n, rows, cols))
                 buffer = io.BytesIO()
                 np.save(buffer, structure)
-                write_atomically(path, buffer.getvalue())
+                store_artefact(path, buffer.getvalue())
         kind = choose_linear_solver(linear_solver, n, rows.size, int(structure[_FILL]))
     if kind == "dense":
         structure = dense_structure(n, rows, cols)
     memo[key] = structure
     return structure
+
+
+def _decode_structure(data: bytes, n: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The stored sparse structure in ``data``, checked to be one for ``(n, rows, cols)``."""
+    structure = np.load(io.BytesIO(data), allow_pickle=False)
+    if structure.dtype != np.int64 or structure.ndim != 1 or structure.size < _HEADER:
+        raise ValueError("not a structure array")
+    offsets = structure[_OFFSETS : _OFFSETS + _SECTIONS + 1]
+    if (
+        structure[_KIND] != SPARSE
+        or structure[_N] != n
+        or structure[_NNZ] != rows.size
+        or offsets[0] != _HEADER
+        or np.any(np.diff(offsets) < 0)
+        or offsets[-1] != structure.size
+        or not np.array_equal(_section_of(structure, _ROWS), rows)
+        or not np.array_equal(_section_of(structure, _COLS), cols)
+    ):
+        raise ValueError(f"not the sparse structure of this {n} x {n} pattern")
+    return structure
+
+
+def _section_of(structure: np.ndarray, k: int) -> np.ndarray:
+    return structure[structure[_OFFSETS + k] : structure[_OFFSETS + k + 1]]
 
 
 # ----------------------------------------------------------------------------- numeric

@@ -1,5 +1,5 @@
 """Conservation laws kept on disk: read by a second process, missed on any change, a corrupt
-entry recomputed."""
+entry recomputed (with a warning naming the file) and replaced."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ import sympy as sp
 
 import pymc_odesens.model.system as system_module
 from pymc_odesens import OdeSystem
-from pymc_odesens.model.conservation_cache import _digest, conservation_cache_path
+from pymc_odesens.model.conservation_cache import conservation_cache_path
+from pymc_odesens.model.disk_cache import (
+    KernelCacheWarning,
+    cache_directory,
+    read_artefact,
+    store_artefact,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,31 +154,32 @@ def test_renamed_states_miss(cache, finds):
 
 
 def _altered(field: str, value):
-    """An entry with ``field`` changed and its digest made to match again (a corruption
-    that the digest alone would not catch)."""
+    """An entry with ``field`` changed (stored with a matching digest: a corruption that the
+    digest alone would not catch)."""
 
     def alter(text: str) -> str:
-        entry = {**json.loads(text), field: value}
-        entry.pop("digest")
-        return json.dumps({**entry, "digest": _digest(entry)})
+        return json.dumps({**json.loads(text), field: value})
 
     return alter
 
 
-def _flipped(text: str) -> str:
-    """One character of the laws changed, the digest kept."""
-    entry = json.loads(text)
-    entry["exact"][0][2] = "2"
-    return json.dumps(entry)
+def _flipped(data: bytes) -> bytes:
+    """One character of the laws changed, the file's header (and digest) kept."""
+    at = data.index(b'"exact": [["1", "0", "1"') + len(b'"exact": [["1", "0", "')
+    return data[:at] + b"2" + data[at + 1 :]
 
 
-CORRUPTIONS = {
-    "not json": lambda text: "{not json",
-    "empty": lambda text: "",
-    "truncated": lambda text: text[: len(text) // 2],
-    "a list": lambda text: "[]",
+FILE_CORRUPTIONS = {
+    "not json": lambda data: b"{not json",
+    "empty": lambda data: b"",
+    "truncated": lambda data: data[: len(data) // 2],
     "a changed entry": _flipped,
-    "no digest": lambda text: json.dumps({**json.loads(text), "digest": None}),
+    "header removed": lambda data: data.split(b"\n", 1)[1],
+}
+
+ENTRY_CORRUPTIONS = {
+    "not json": lambda text: "{not json",
+    "a list": lambda text: "[]",
     "other key": _altered("key", "0" * 24),
     "other version": _altered("version", "0"),
     "wrong width": _altered("n_states", 3),
@@ -188,24 +195,47 @@ CORRUPTIONS = {
 }
 
 
-@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
-def test_a_corrupt_entry_is_recomputed(cache, finds, corruption):
+def _corrupt_and_recompute(finds, write_corruption) -> None:
     system = enzyme_system()
     laws = system.conservation_laws
     path = conservation_cache_path(system)
-    path.write_text(CORRUPTIONS[corruption](path.read_text()))
-    recomputed = enzyme_system().conservation_laws
+    original = path.read_bytes()
+    write_corruption(path)
+    with pytest.warns(KernelCacheWarning, match="does not verify") as caught:
+        recomputed = enzyme_system().conservation_laws
+    assert [str(path) in str(w.message) for w in caught] == [True]
     assert len(finds) == 2
     assert recomputed.exact == laws.exact
     np.testing.assert_array_equal(recomputed.dependent, laws.dependent)
+    assert path.read_bytes() == original  # replaced
     assert enzyme_system().conservation_laws.exact == laws.exact  # rewritten: a hit
     assert len(finds) == 2
+
+
+@pytest.mark.parametrize("corruption", sorted(FILE_CORRUPTIONS))
+def test_a_corrupt_file_is_recomputed(cache, finds, corruption):
+    def write(path: Path) -> None:
+        path.write_bytes(FILE_CORRUPTIONS[corruption](path.read_bytes()))
+
+    _corrupt_and_recompute(finds, write)
+
+
+@pytest.mark.parametrize("corruption", sorted(ENTRY_CORRUPTIONS))
+def test_an_inconsistent_entry_under_a_matching_digest_is_recomputed(cache, finds, corruption):
+    def write(path: Path) -> None:
+        text = read_artefact(path).decode()
+        store_artefact(path, ENTRY_CORRUPTIONS[corruption](text).encode())
+
+    _corrupt_and_recompute(finds, write)
 
 
 def test_an_unwritable_cache_still_gives_the_laws(tmp_path, monkeypatch, finds):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     monkeypatch.setenv("PYMC_ODESENS_CACHE_DIR", str(blocker))
-    laws = enzyme_system().conservation_laws
+    assert cache_directory() == blocker
+    with pytest.warns(KernelCacheWarning, match="PYMC_ODESENS_CACHE_DIR") as caught:
+        laws = enzyme_system().conservation_laws
+    assert len(caught) == 1 and str(blocker) in str(caught[0].message)
     assert laws.describe() == ["S + C + P = const", "E + C = const"]
     assert len(finds) == 1
