@@ -19,8 +19,8 @@ when first used, so ``import pymc_odesens`` for :func:`solve` alone does not pay
 
 from importlib import import_module
 
-from pymc_odesens.numba_cache_guard import purge_stale_numba_cache
-from pymc_odesens.numba_cache_verification import verify_numba_cache
+from pymc_odesens.caching.numba_cache_guard import purge_stale_numba_cache
+from pymc_odesens.caching.numba_cache_verification import verify_numba_cache
 
 # before any module loads numba-cached machine code: drop it if the sources changed, and
 # have numba verify (SHA-256) what it loads of the package's functions from now on
@@ -29,8 +29,8 @@ verify_numba_cache()
 
 # isort: split
 from pymc_odesens import math
+from pymc_odesens.caching.disk_cache import KernelCacheError, KernelCacheWarning
 from pymc_odesens.model import ExplicitEvent, ImplicitEvent, OdeSystem, TriggerEvent
-from pymc_odesens.model.disk_cache import KernelCacheError, KernelCacheWarning
 from pymc_odesens.sensitivity import (
     AdjointCheckpoints,
     AdjointGradient,

@@ -3,7 +3,7 @@ downwards, no import circles, no import of the package root from inside it.
 
 The layers (docs/development.md, "Architecture"), bottom to top::
 
-    0 base         version.py, numba_cache_guard.py
+    0 base         version.py, caching/ (disk caches, numba cache guard and verification)
     1 model        model/, math.py
     2 codegen      codegen/
     3 solvers      solvers/
@@ -31,7 +31,7 @@ PACKAGE = "pymc_odesens"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("version", "numba_cache_guard")),
+    ("base", ("version", "caching")),
     ("model", ("model", "math")),
     ("codegen", ("codegen",)),
     ("solvers", ("solvers",)),
@@ -160,9 +160,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_circles():
-    graph = {
-        m: {t for _, t in imports if t in FILES and t != m} for m, imports in IMPORTS.items()
-    }
+    graph = {m: {t for _, t in imports if t in FILES and t != m} for m, imports in IMPORTS.items()}
     assert _cycles(graph) == []
 
 

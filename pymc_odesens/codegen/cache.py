@@ -3,7 +3,7 @@
 Files of one cache key (a hash of the expressions and of the code generator's version)
 live in :func:`kernel_directory`, each stored with the SHA-256 digest of its content and
 its name and verified before it is used (:func:`read_artefact`, :func:`store_artefact`;
-the rules, permissions and warnings: :mod:`pymc_odesens.model.disk_cache`):
+the rules, permissions and warnings: :mod:`pymc_odesens.caching.disk_cache`):
 
 - ``kernels_<key>.py``: the generated kernel source (the kernel language of
   :mod:`pymc_odesens.codegen.llvm_emitter`), kept as a readable artefact;
@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from pymc_odesens.model.disk_cache import (
+from pymc_odesens.caching.disk_cache import (
     KernelCacheError,
     KernelCacheWarning,
     cache_directory,
@@ -32,7 +32,7 @@ from pymc_odesens.model.disk_cache import (
     read_artefact,
     store_artefact,
 )
-from pymc_odesens.model.verified_file import FORMAT_VERSION
+from pymc_odesens.caching.verified_file import FORMAT_VERSION
 
 __all__ = [
     "GENERATION_LOCK",

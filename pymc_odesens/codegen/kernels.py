@@ -7,7 +7,7 @@ used, its object code is written to the cache (:mod:`pymc_odesens.codegen.cache`
 later process loads that object code: it neither generates nor compiles anything. Every
 file is verified before it is used (its SHA-256 digest and name); one that does not verify
 is generated again and replaced, with a
-:class:`~pymc_odesens.model.disk_cache.KernelCacheWarning` naming it.
+:class:`~pymc_odesens.caching.disk_cache.KernelCacheWarning` naming it.
 """
 
 from __future__ import annotations

@@ -18,14 +18,14 @@ import arviz as az
 import pymc as pm
 from pymc.backends.base import MultiTrace
 
-from pymc_odesens.model.disk_cache import write_atomically
+from pymc_odesens.caching.disk_cache import write_atomically
 
 __all__ = ["TraceCheckpoint", "checked_every", "write_trace"]
 
 
 def write_trace(idata: az.InferenceData, path: str | os.PathLike) -> None:
     """Write ``idata`` to the NetCDF file ``path`` through a file beside it, renamed when
-    whole (:func:`~pymc_odesens.model.disk_cache.write_atomically`): a process stopped
+    whole (:func:`~pymc_odesens.caching.disk_cache.write_atomically`): a process stopped
     while writing leaves ``path`` as it was."""
     write_atomically(Path(path), lambda partial: idata.to_netcdf(str(partial)))
 

@@ -3,14 +3,14 @@
 Finding the laws (:func:`~pymc_odesens.model.conservation.find_conservation_laws`) takes
 exact null spaces and a numerical check of the Jacobian: a noticeable part of a model's
 first use that every later process would repeat. They are stored in the cache directory
-(:func:`~pymc_odesens.model.disk_cache.cache_directory`, folder ``conservation``) as
+(:func:`~pymc_odesens.caching.disk_cache.cache_directory`, folder ``conservation``) as
 ``laws_<key>.json``, the exact rational matrix, its pivots, where the laws were found and the
 number of unresolved null vectors. The key hashes everything the laws depend on: the system's
 fingerprint (its canonical right-hand side), its state and parameter names, the exact
 stoichiometry and :data:`CONSERVATION_VERSION` (raised whenever the algorithm changes).
 
 The file is stored with the SHA-256 digest of its content and its name and verified before
-it is read (:mod:`pymc_odesens.model.disk_cache`), and an entry is trusted only when it is
+it is read (:mod:`pymc_odesens.caching.disk_cache`), and an entry is trusted only when it is
 also consistent: its key, its shape, exact rational entries in reduced row echelon form with
 the stored pivots. Anything else (a truncated, corrupt or foreign file, an unreadable one)
 is recomputed and written again, with a warning naming it; a cache that cannot be written
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.caching.disk_cache import cache_directory, load_artefact, store_artefact
 from pymc_odesens.model.conservation import ConservationLaws
-from pymc_odesens.model.disk_cache import cache_directory, load_artefact, store_artefact
 
 __all__ = ["CONSERVATION_VERSION", "cached_conservation_laws", "conservation_cache_path"]
 

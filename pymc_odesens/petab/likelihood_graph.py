@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
+from pymc_odesens.ops import ode_solution, steady_state_solution
 from pymc_odesens.petab.measurements import MeasurementGroup
 from pymc_odesens.petab.parameters import ParameterValues, unscale_tensor
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.tensor_expressions import expression_tensor
-from pymc_odesens.ops import ode_solution, steady_state_solution
 
 __all__ = ["ObservableTensors", "PetabGraph"]
 

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 
 from pymc_odesens import OdeSystem
+from pymc_odesens.caching.disk_cache import cache_directory, read_artefact
+from pymc_odesens.caching.verified_file import frame, unframe
 from pymc_odesens.codegen import compile_kernels
 from pymc_odesens.codegen.kernels import kernel_cache_key
 from pymc_odesens.model.conservation_cache import conservation_cache_path
-from pymc_odesens.model.disk_cache import cache_directory, read_artefact
-from pymc_odesens.model.verified_file import frame, unframe
 from tests.conftest import MODELS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -569,7 +569,7 @@ def test_a_cache_others_can_write_is_refused(reference, tmp_path, kind):
     )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("pymc_odesens.model.disk_cache.KernelCacheError: ")
+    assert last.startswith("pymc_odesens.caching.disk_cache.KernelCacheError: ")
     assert f"kernel cache {kind} {path} is writable by" in last
     assert f"chmod {'700' if kind == 'directory' else '600'} {path}" in last
     assert "PYMC_ODESENS_CACHE_DIR" in last

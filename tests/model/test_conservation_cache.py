@@ -16,13 +16,13 @@ import sympy as sp
 
 import pymc_odesens.model.system as system_module
 from pymc_odesens import OdeSystem
-from pymc_odesens.model.conservation_cache import conservation_cache_path
-from pymc_odesens.model.disk_cache import (
+from pymc_odesens.caching.disk_cache import (
     KernelCacheWarning,
     cache_directory,
     read_artefact,
     store_artefact,
 )
+from pymc_odesens.model.conservation_cache import conservation_cache_path
 
 REPO = Path(__file__).resolve().parents[2]
 

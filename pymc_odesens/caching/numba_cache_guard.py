@@ -70,7 +70,8 @@ def purge_stale_numba_cache(package_dir: Path | None = None) -> bool:
         Whether cache files were deleted (False when the sources are unchanged or the
         directory is not writable).
     """
-    package_dir = Path(package_dir) if package_dir is not None else Path(__file__).parent
+    # this file is pymc_odesens/caching/numba_cache_guard.py: the package is two levels up
+    package_dir = Path(package_dir) if package_dir is not None else Path(__file__).parents[1]
     digest_file = package_dir / "__pycache__" / DIGEST_FILE
     digest = sources_digest(package_dir)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pymc_odesens.model.verified_file import frame, unframe
+from pymc_odesens.caching.verified_file import frame, unframe
 
 CONTENT = b"\x7fELF machine code \x00\x01\x02 and a constant \x00\x00\x00\x00\x00\x00\xf8?"
 NAME = "kernels-v1/tag/kernels_abc_rhs.rhs.o"

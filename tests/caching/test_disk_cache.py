@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pymc_odesens.model import disk_cache
-from pymc_odesens.model.disk_cache import (
+from pymc_odesens.caching import disk_cache
+from pymc_odesens.caching.disk_cache import (
     KernelCacheError,
     KernelCacheWarning,
     load_artefact,

@@ -12,7 +12,7 @@ empty or truncated file, one flipped byte anywhere (in the header, in machine co
 constant) and a file of another model copied in place all fail one of these checks; a
 damage that still passes would have to rewrite the content and its digest together, which
 is an attack, not an accident (the cache directory's permissions keep others from doing
-that: :mod:`pymc_odesens.model.disk_cache`). The header is a comment line, so a generated
+that: :mod:`pymc_odesens.caching.disk_cache`). The header is a comment line, so a generated
 source stays a readable Python file.
 """
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from numba.core import caching
 
-from pymc_odesens.model.verified_file import unframe
-from pymc_odesens.numba_cache_verification import VerifiedCacheFile, verify_numba_cache
+from pymc_odesens.caching.numba_cache_verification import VerifiedCacheFile, verify_numba_cache
+from pymc_odesens.caching.verified_file import unframe
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 CALLS = textwrap.dedent(
     """

@@ -6,15 +6,15 @@ It checks neither against damage: random bytes end in an unpickling error
 (``unregistered extension code``) that fails the import, and one changed byte of the object
 code is loaded and run. For the functions of this package (every jitted function or cfunc
 whose module is ``pymc_odesens.*``) :func:`verify_numba_cache` makes numba write both
-files through :mod:`pymc_odesens.model.verified_file` (the SHA-256 digest of the content
+files through :mod:`pymc_odesens.caching.verified_file` (the SHA-256 digest of the content
 and the file's name; a data file's name also carries a digest of the signature it holds)
 and read them back only when they verify. A file that does not verify is a cache miss, with
-one :class:`~pymc_odesens.model.disk_cache.KernelCacheWarning` naming it: numba compiles the
+one :class:`~pymc_odesens.caching.disk_cache.KernelCacheWarning` naming it: numba compiles the
 function again and replaces the file.
 
 The verified files have names of their own (``<function>-<line>.pyXY.sha256.nbi`` and
 ``....sha256.<n>.nbc``), so numba files written without verification are never read; the
-package's numba cache guard (:mod:`pymc_odesens.numba_cache_guard`) removes them with the
+package's numba cache guard (:mod:`pymc_odesens.caching.numba_cache_guard`) removes them with the
 rest when the sources change. They live where numba puts them (beside the package's
 sources, or under ``NUMBA_CACHE_DIR``), as trusted as the sources themselves: the
 permission rule of the kernel cache directory is not applied there.
@@ -31,8 +31,8 @@ import warnings
 
 from numba.core import caching
 
-from pymc_odesens.model.disk_cache import KernelCacheWarning
-from pymc_odesens.model.verified_file import frame, unframe
+from pymc_odesens.caching.disk_cache import KernelCacheWarning
+from pymc_odesens.caching.verified_file import frame, unframe
 
 __all__ = ["VerifiedCacheFile", "verify_numba_cache"]
 

@@ -10,7 +10,7 @@ from numba.core import config
 from numba.core.caching import _CacheLocator
 
 import pymc_odesens
-from pymc_odesens.numba_cache_guard import (
+from pymc_odesens.caching.numba_cache_guard import (
     DIGEST_FILE,
     numba_cache_directories,
     purge_stale_numba_cache,

@@ -7,7 +7,7 @@ across processes (the conservation laws, :mod:`pymc_odesens.model.conservation_c
 The cache holds machine code that the process executes, so:
 
 - every artefact is stored with the SHA-256 digest of its content and its name
-  (:mod:`pymc_odesens.model.verified_file`) and verified before use
+  (:mod:`pymc_odesens.caching.verified_file`) and verified before use
   (:func:`read_artefact`); a file that does not verify (damaged, truncated, empty,
   unreadable, another file copied in place) is a cache miss: what it held is computed
   again and the file replaced, with one :class:`KernelCacheWarning` naming it;
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from pymc_odesens.model.verified_file import frame, unframe
+from pymc_odesens.caching.verified_file import frame, unframe
 
 __all__ = [
     "KernelCacheError",
