@@ -46,7 +46,7 @@ CALLS = textwrap.dedent(
         from pymc_odesens import OdeSystem
         from pymc_odesens.codegen import compile_kernels
         from pymc_odesens.solvers.kernel_call import call_kernel, evaluate_along
-        from pymc_odesens.solvers.recorded_trajectory import trajectory_state_cfunc
+        from pymc_odesens.codegen.recorded_trajectory import trajectory_state_cfunc
 
         lv = OdeSystem(lambda t, y, p: [1.5 * y[0] - p[0] * y[0] * y[1],
                                         p[1] * y[0] * y[1] - 3.0 * y[1]], 2, 2)
