@@ -81,6 +81,8 @@ _LAZY = {
     "steady_state_solution": "pymc_odesens.pymc",
     "pbs_branch_counts": "pymc_odesens.pymc",
     "pbs_branch_summary": "pymc_odesens.pymc",
+    "PerThreadFunction": "pymc_odesens.pymc",
+    "ConcurrentCallError": "pymc_odesens.pymc",
 }
 _LAZY_MODULES = ("stan", "pymc")
 
@@ -154,5 +156,7 @@ __all__ = [
     "EventSensitivityError",
     "NonFiniteInputError",
     "NonFiniteSensitivityError",
+    "PerThreadFunction",
+    "ConcurrentCallError",
 ]
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ from pymc_odesens.pymc import (
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
 from pymc_odesens.pymc.checkpoint import TraceCheckpoint
+from pymc_odesens.pymc.concurrent_calls import ConcurrentCallError
 from pymc_odesens.pymc.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -31,6 +32,7 @@ from pymc_odesens.pymc.ops import (
     OdeStatesOp,
 )
 from pymc_odesens.pymc.pbs_branches import pbs_branch_counts, pbs_branch_summary
+from pymc_odesens.pymc.per_thread_function import PerThreadFunction
 from pymc_odesens.pymc.pooled_metric import (
     pooled_covariance,
     resume_pooled_metric,
@@ -88,4 +90,6 @@ __all__ = [
     "sampling_compile_kwargs",
     "pbs_branch_counts",
     "pbs_branch_summary",
+    "PerThreadFunction",
+    "ConcurrentCallError",
 ]
