@@ -87,6 +87,8 @@ _LAZY = {
     "steady_state_solution": "pymc_odesens.ops",
     "pbs_branch_counts": "pymc_odesens.ops",
     "pbs_branch_summary": "pymc_odesens.ops",
+    "PerThreadFunction": "pymc_odesens.ops",
+    "ConcurrentCallError": "pymc_odesens.ops",
 }
 _LAZY_MODULES = ("stan", "ops", "inference", "petab", "pymc")
 
@@ -162,4 +164,6 @@ __all__ = [
     "NonFiniteSensitivityError",
     "KernelCacheWarning",
     "KernelCacheError",
+    "PerThreadFunction",
+    "ConcurrentCallError",
 ]

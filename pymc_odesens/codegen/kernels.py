@@ -382,6 +382,9 @@ def compile_kernels(system: OdeSystem) -> CompiledKernels:
     if cached is not None:
         return cached
     with GENERATION_LOCK:
+        cached = getattr(system, "_compiled_kernels", None)
+        if cached is not None:  # another thread made them while this one waited
+            return cached
         key = kernel_cache_key(system)
         kernels = CompiledKernels(system, key)
         if read_artefact(kernels.path) is None:

@@ -25,6 +25,7 @@ from pytensor.graph.replace import clone_replace
 from pytensor.link.numba.dispatch import numba_funcify
 from pytensor.link.numba.dispatch.basic import generate_fallback_impl
 
+from pymc_odesens.ops.concurrent_calls import exclusive_perform
 from pymc_odesens.ops.experiments import (
     OdeSpec,
     _handle,
@@ -144,6 +145,7 @@ class OdeRouteSensitivityOp(OdeForwardOp):
     def __str__(self) -> str:
         return f"OdeRouteSensitivityOp{{{self.spec.system.name}, {self.spec.method}, {self.route}}}"
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
         y, s_p, s_y0, failed = solve_with_route(self.spec, self.route, y0, params, self.pbs_options)

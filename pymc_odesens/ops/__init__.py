@@ -19,6 +19,7 @@ from pymc_odesens.ops import (
     numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
+from pymc_odesens.ops.concurrent_calls import ConcurrentCallError
 from pymc_odesens.ops.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -43,6 +44,7 @@ from pymc_odesens.ops.ode_solution import (
     ode_solution,
 )
 from pymc_odesens.ops.pbs_branches import pbs_branch_counts, pbs_branch_summary
+from pymc_odesens.ops.per_thread_function import PerThreadFunction
 from pymc_odesens.ops.steady_state_ops import SteadyStateOp, SteadyStateVJPOp
 from pymc_odesens.ops.steady_state_solution import Preequilibration, steady_state_solution
 
@@ -84,4 +86,6 @@ __all__ = [
     "SteadyStateOp",
     "SteadyStateVJPOp",
     "register_cacheable",
+    "PerThreadFunction",
+    "ConcurrentCallError",
 ]

@@ -18,6 +18,8 @@ when they are in numba's cache, 10 s at load 6 when they must be compiled).
 
 from __future__ import annotations
 
+import threading
+
 from numba import cfunc
 
 from pymc_odesens.sensitivity.adjoint_backward import BACKWARD_SIGNATURE, backward_pass
@@ -384,11 +386,18 @@ _SIGNATURES = {
 __all__ = list(_SIGNATURES)
 
 
+_compile_lock = threading.Lock()
+
+
 def __getattr__(name: str):
-    """The entry ``name``, compiled or loaded from numba's cache at its first import."""
+    """The entry ``name``, compiled or loaded from numba's cache at its first import (once,
+    also when several threads import it at once: graphs keep the address of the entry)."""
     signature = _SIGNATURES.get(name)
     if signature is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    entry = cfunc(signature, cache=True)(globals()[f"_{name}"])
-    globals()[name] = entry
+    with _compile_lock:
+        entry = globals().get(name)
+        if entry is None:
+            entry = cfunc(signature, cache=True)(globals()[f"_{name}"])
+            globals()[name] = entry
     return entry

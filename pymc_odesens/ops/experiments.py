@@ -15,6 +15,7 @@ the proposal as well (:mod:`pymc_odesens.ops.rejection`).
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,28 +47,38 @@ __all__ = [
 ]
 
 _executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
 
 
 def _map(function, count: int) -> list:
-    """``[function(e) for e in range(count)]``, in threads when there are several."""
+    """``[function(e) for e in range(count)]``, in threads when there are several.
+
+    One pool for the process, made on first use; several threads may call this at once
+    (their experiments share the pool's workers; each result lands in its own slot).
+    """
     global _executor
     if count == 1:
         return [function(0)]
-    if _executor is None:
-        _executor = ThreadPoolExecutor(
-            max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="pymc_odesens"
-        )
-    return list(_executor.map(function, range(count)))
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="pymc_odesens"
+            )
+        executor = _executor
+    return list(executor.map(function, range(count)))
 
 
 def _forget_executor_in_child() -> None:
     """A forked process (``pm.sample(cores=...)``) must not reuse the parent's pool.
 
     Its worker threads do not exist in the child, so work submitted to the
-    inherited pool would wait forever; the child makes its own on first use.
+    inherited pool would wait forever; the child makes its own on first use. The
+    module's locks are replaced too: another thread may have held one at the fork.
     """
-    global _executor
+    global _executor, _executor_lock, _RESOLVED_LOCK
     _executor = None
+    _executor_lock = threading.Lock()
+    _RESOLVED_LOCK = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_executor_in_child)
@@ -123,6 +134,7 @@ class OdeSpec:
 
 
 _RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RESOLVED_LOCK = threading.Lock()
 
 
 def _problem(spec: OdeSpec, y0, params, experiment: int) -> OdeProblem:
@@ -131,16 +143,17 @@ def _problem(spec: OdeSpec, y0, params, experiment: int) -> OdeProblem:
     controls and the kernels are resolved once per spec; ``y0`` and ``params`` are
     checked (finite, else :class:`NonFiniteInputError`) as by ``prepare_problem``."""
     system = spec.system
-    resolved = _RESOLVED.get(spec)
-    if resolved is None:
-        controls = resolve_controls(
-            spec.method,
-            system.n_states,
-            spec.controls.get("relative_tolerance"),
-            spec.controls.get("absolute_tolerance"),
-            spec.controls.get("max_num_steps"),
-        )
-        resolved = _RESOLVED[spec] = (controls, compile_kernels(system))
+    with _RESOLVED_LOCK:
+        resolved = _RESOLVED.get(spec)
+        if resolved is None:
+            controls = resolve_controls(
+                spec.method,
+                system.n_states,
+                spec.controls.get("relative_tolerance"),
+                spec.controls.get("absolute_tolerance"),
+                spec.controls.get("max_num_steps"),
+            )
+            resolved = _RESOLVED[spec] = (controls, compile_kernels(system))
     controls, kernels = resolved
     p = validate_vector("params", params[experiment], system.n_params, "one value per parameter")
     if spec.y0_from_system:

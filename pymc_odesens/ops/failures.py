@@ -108,9 +108,9 @@ def failure_summary() -> str:
             f"{count} x {name} (first: {_first_messages[name]})"
             for name, count in sorted(_counts.items())
         ]
+        total = sum(_counts.values())  # with the lines: another thread may be counting
     if not lines:
         return ""
-    total = sum(_counts.values())
     return (
         f"pymc_odesens: {total} ODE solver failure(s) rejected proposals in this process "
         f"(expected and harmless {_EXPECTED}):\n  " + "\n  ".join(lines)

@@ -25,6 +25,7 @@ from pytensor.graph.op import Op
 from pymc_odesens.codegen.observable_kernels import compile_observable_kernels
 from pymc_odesens.codegen.sensitivity_source import WRT_CHOICES
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.ops.concurrent_calls import exclusive_perform
 from pymc_odesens.ops.experiments import _map
 from pymc_odesens.ops.graph_inputs import (
     experiment_count,
@@ -86,6 +87,7 @@ class FisherInformationOp(Op):
         out = pt.tensor(dtype="float64", shape=(s.n_experiments, s.n_columns, s.n_columns))
         return Apply(self, inputs, [out])
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         s = self.spec
         if s.y0_from_system:

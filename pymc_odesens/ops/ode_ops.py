@@ -29,6 +29,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_odesens.ops.concurrent_calls import exclusive_perform
 from pymc_odesens.ops.experiments import (
     OdeSpec,
     adjoint_vjp,
@@ -119,6 +120,7 @@ class OdeStatesOp(_OdeOp):
     def make_node(self, *inputs):
         return Apply(self, self._inputs(inputs), [self._y_type(), self._failed_type()])
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
         y, failed = solve_states(self.spec, y0, params)
@@ -147,6 +149,7 @@ class OdeForwardOp(_OdeOp):
         outputs.append(self._failed_type())
         return outputs
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
         y, s_p, s_y0, failed = solve_forward(self.spec, y0, params)
@@ -195,6 +198,7 @@ class OdePbsOp(OdeForwardOp):
         branches = pt.tensor(dtype="int64", shape=(self.spec.n_experiments, len(BRANCH_NAMES)))
         return [*solution, branches, failed]
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
         y, s_p, s_y0, branches, failed = solve_pbs(self.spec, y0, params)
@@ -224,6 +228,7 @@ class _AdjointPhaseOp(_OdeOp):
         outputs = [self._y_type(), *self._record_types(), self._failed_type()]
         return Apply(self, self._inputs(inputs), outputs)
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params = self._split(inputs)
         for storage, value in zip(outputs, self._solve(y0, params)):
@@ -258,6 +263,7 @@ class _AdjointVJPBase(_OdeOp):
         ]
         return Apply(self, inputs, outputs)
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         if self.spec.y0_from_system:
             y0, params, rest = None, inputs[0], inputs[1:]

@@ -15,6 +15,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_odesens.ops.concurrent_calls import exclusive_perform
 from pymc_odesens.ops.ode_ops import node_inputs
 from pymc_odesens.ops.rejection import GradientGuard
 from pymc_odesens.ops.steady_state_experiments import (
@@ -55,6 +56,7 @@ class SteadyStateOp(_SteadyStateBase):
         ]
         return Apply(self, inputs, outputs)
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params, _ = self._split(inputs)
         for storage, value in zip(outputs, solve_steady_states(self.spec, y0, params)):
@@ -88,6 +90,7 @@ class SteadyStateVJPOp(_SteadyStateBase):
         ]
         return Apply(self, inputs, outputs)
 
+    @exclusive_perform
     def perform(self, node, inputs, outputs):
         y0, params, (y, t, failed, cotangent) = self._split(inputs)
         grad_y0, grad_p = steady_state_vjps(

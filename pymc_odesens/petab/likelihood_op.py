@@ -18,6 +18,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_odesens.ops.concurrent_calls import exclusive_perform
 from pymc_odesens.petab.likelihood_kernel import LikelihoodKernel
 
 __all__ = ["MeasurementLogLikelihood", "MeasurementLogLikelihoodGradient"]
@@ -62,6 +63,7 @@ class MeasurementLogLikelihood(_KernelOp):
         inputs = self._inputs(y, z)
         return Apply(self, inputs, [pt.dscalar()])
 
+    @exclusive_perform
     def perform(self, node, inputs, output_storage):
         y, z = inputs
         out = np.zeros(2)
@@ -82,6 +84,7 @@ class MeasurementLogLikelihoodGradient(_KernelOp):
         inputs = self._inputs(y, z)
         return Apply(self, inputs, [pt.dscalar(), inputs[0].type(), inputs[1].type()])
 
+    @exclusive_perform
     def perform(self, node, inputs, output_storage):
         y, z = inputs
         n_y = int(np.prod(self.kernel.shape))

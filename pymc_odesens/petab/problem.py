@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pytensor.compile.mode import Mode
 from pytensor.link.basic import PerformLinker
 
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.ops.per_thread_function import PerThreadFunction
 from pymc_odesens.petab.citation import publication
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 from pymc_odesens.petab.experiments import Experiment, read_experiments
@@ -124,8 +126,10 @@ class PetabProblem:
             petab_problem.observable_df, self.system, set(petab_problem.parameter_df.index)
         )
         self.graph = self._build_graph()
-        self._functions: dict = {}
+        # compiled functions by (kind, options), each called through a copy per thread
+        self._functions: dict[tuple, PerThreadFunction] = {}
         self._likelihood_kernel: LikelihoodKernel | None = None
+        self._build_lock = threading.RLock()
 
     # construction ---------------------------------------------------------------------
     @classmethod
@@ -234,28 +238,44 @@ class PetabProblem:
     def likelihood_kernel(self) -> LikelihoodKernel:
         """The generated kernel of the measurements' log-likelihood (built on first use)."""
         if self._likelihood_kernel is None:
-            self._likelihood_kernel = LikelihoodKernel(self.graph)
+            with self._build_lock:
+                if self._likelihood_kernel is None:
+                    self._likelihood_kernel = LikelihoodKernel(self.graph)
         return self._likelihood_kernel
 
-    def _function(self, kind: str):
+    def _function(self, kind: str) -> PerThreadFunction:
+        """The compiled function ``kind`` ("value", "gradient" or "simulate") of the current
+        options, compiled on first use; each thread calls its own copy (a compiled
+        function's storage is shared by its calls), so the problem can be shared by
+        threads."""
         key = (kind, self.options)
         function = self._functions.get(key)
         if function is None:
-            x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
-            if kind == "value":
-                llh = self.log_likelihood_tensor(x, "none")
-                function = pytensor.function([x], llh, mode=python_mode())
-            else:
-                # value and gradient from one call of the gradient kernel
-                z = self.graph.z(x)
-                y = self.graph.states(z, self.options, self.gradient_route)
-                llh, dy, dz = MeasurementLogLikelihoodGradient(self.likelihood_kernel)(y, z)
-                # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
-                surrogate = pt.sum(dy * y) + pt.sum(dz * z)
-                gradient = pytensor.grad(surrogate, x, consider_constant=[dy, dz])
-                function = pytensor.function([x], [llh, gradient], mode=python_mode())
-            self._functions[key] = function
+            with self._build_lock:
+                function = self._functions.get(key)
+                if function is None:
+                    function = PerThreadFunction(self._compile(kind))
+                    self._functions[key] = function
         return function
+
+    def _compile(self, kind: str):
+        x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
+        if kind == "value":
+            llh = self.log_likelihood_tensor(x, "none")
+            return pytensor.function([x], llh, mode=python_mode())
+        z = self.graph.z(x)
+        if kind == "simulate":
+            y = self.graph.states(z, self.options, "none")
+            observables = self.graph.observables(z, y)
+            outputs = [t for o in observables for t in (o.h, o.sigma)]
+            return pytensor.function([x], outputs, mode=python_mode())
+        # value and gradient from one call of the gradient kernel
+        y = self.graph.states(z, self.options, self.gradient_route)
+        llh, dy, dz = MeasurementLogLikelihoodGradient(self.likelihood_kernel)(y, z)
+        # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
+        surrogate = pt.sum(dy * y) + pt.sum(dz * z)
+        gradient = pytensor.grad(surrogate, x, consider_constant=[dy, dz])
+        return pytensor.function([x], [llh, gradient], mode=python_mode())
 
     def log_likelihood(self, x=None) -> float:
         """PEtab's log-likelihood of the measurements.
@@ -301,17 +321,7 @@ class PetabProblem:
             The measurement table with ``measurement`` replaced by ``simulation`` (and a
             column ``noise``: each measurement's noise parameter).
         """
-        key = ("simulate", self.options)
-        function = self._functions.get(key)
-        if function is None:
-            x_t = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
-            z = self.graph.z(x_t)
-            y = self.graph.states(z, self.options, "none")
-            observables = self.graph.observables(z, y)
-            outputs = [t for o in observables for t in (o.h, o.sigma)]
-            function = pytensor.function([x_t], outputs, mode=python_mode())
-            self._functions[key] = function
-        outputs = function(self.parameters.check(x))
+        outputs = self._function("simulate")(self.parameters.check(x))
         df = self.petab_problem.measurement_df.copy()
         simulation = np.full(len(df), np.nan)
         noise = np.full(len(df), np.nan)

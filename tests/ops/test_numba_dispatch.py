@@ -1,17 +1,23 @@
-"""The numba implementations of the Ops: same numbers as the Python ones, failures, nutpie."""
+"""The numba implementations of the Ops: same numbers as the Python ones, failures, nutpie,
+threads."""
 
 from __future__ import annotations
 
 import importlib.util
 
+import numba
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.link.numba.dispatch import numba_funcify
 
 import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, solve
+from pymc_odesens.ops.graph_traversal import ancestors
+from pymc_odesens.ops.ode_ops import OdeAdjointOp, OdeAdjointVJPOp, OdeForwardOp
+from tests.threads import CALLS, THREADS, assert_same_bits, in_threads
 
 TIMES = np.linspace(0.5, 10.0, 12)
 
@@ -140,3 +146,55 @@ def test_nutpie_samples_the_oscillator(oscillator, route):
     lo, hi = np.quantile(draws, [0.005, 0.995])
     assert lo < 0.15 < hi
     assert int(idata.sample_stats["diverging"].sum()) == 0
+
+
+def _numba_implementations_without_the_gil(output):
+    """The numba implementation of every ODE Op that ``output`` depends on, compiled again
+    with ``nogil=True`` (nutpie calls the compiled graph from threads without the GIL), by
+    node, in the order the nodes run."""
+    ode_ops = (OdeForwardOp, OdeAdjointOp, OdeAdjointVJPOp)
+    owners = [v.owner for v in ancestors([output]) if v.owner is not None]
+    nodes = list({id(n): n for n in owners if isinstance(n.op, ode_ops)}.values())
+    order = {OdeForwardOp: 0, OdeAdjointOp: 0, OdeAdjointVJPOp: 1}
+    nodes.sort(key=lambda n: order[type(n.op)])
+    return [(n, numba.njit(nogil=True)(numba_funcify(n.op, n).py_func)) for n in nodes]
+
+
+@pytest.mark.parametrize("route", ["forward", pytest.param("adjoint", marks=pytest.mark.slow)])
+def test_numba_implementations_called_from_threads_without_the_gil(oscillator, route):
+    """The same compiled Op, entered by 4 threads at once without the GIL (as nutpie's
+    threads do), 50 calls each: the bits of one thread."""
+    n_e = 3
+    y0, theta = pt.dmatrix("y0"), pt.dmatrix("theta")
+    y = ode_solution(
+        oscillator,
+        pt.specify_shape(y0, (n_e, 2)),
+        TIMES,
+        pt.specify_shape(theta, (n_e, 1)),
+        sensitivity=route,
+        on_failure="raise",
+    )
+    cotangent = np.random.default_rng(0).normal(size=(n_e, TIMES.size, 2))
+    gradient = pytensor.grad((y * cotangent).sum(), theta)
+    implementations = _numba_implementations_without_the_gil(gradient)
+    assert len(implementations) == (1 if route == "forward" else 2)
+
+    def evaluate(point):
+        y0_value, theta_value = point
+        (_, forward), *backward = implementations
+        outputs = forward(y0_value, theta_value)
+        if not backward:
+            return outputs
+        ((_, vjp),) = backward
+        return outputs, vjp(y0_value, theta_value, *outputs[1:], cotangent)
+
+    rng = np.random.default_rng(1)
+    points = [
+        (
+            np.array([[1.0, 0.0]] * n_e) + 0.1 * rng.standard_normal((n_e, 2)),
+            0.15 + 0.02 * rng.standard_normal((n_e, 1)),
+        )
+        for _ in range(THREADS * CALLS)
+    ]
+    alone = [evaluate(p) for p in points]
+    assert_same_bits(alone, in_threads(evaluate, points))
