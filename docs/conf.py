@@ -61,3 +61,6 @@ html_theme_options = {
     "show_toc_level": 2,
 }
 html_show_sourcelink = False
+# the guides are single pages: no empty section navigation beside them, so that tables and
+# figures get the width; the API reference (api/*) keeps its navigation
+html_sidebars = {"*": []}
