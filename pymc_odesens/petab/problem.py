@@ -29,13 +29,19 @@ from pymc_odesens.petab.likelihood_op import (
     MeasurementLogLikelihood,
     MeasurementLogLikelihoodGradient,
 )
-from pymc_odesens.petab.measurements import experiment_times, group_measurements
+from pymc_odesens.petab.measurements import (
+    experiment_times,
+    group_measurements,
+    measurement_times,
+)
 from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
+from pymc_odesens.petab.priors import check_prior
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
+from pymc_odesens.petab.validation import check_tables
 
 __all__ = ["PetabProblem"]
 
@@ -55,6 +61,20 @@ def python_mode() -> Mode:
     return Mode(linker=PerformLinker(), optimizer="fast_compile")
 
 
+def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
+    model = problem.model
+    if model is None or not hasattr(model, "sbml_model"):
+        raise PetabUnsupportedError(f"{where}: only SBML models are supported")
+    for table, df in (
+        ("condition", problem.condition_df),
+        ("observable", problem.observable_df),
+        ("measurement", problem.measurement_df),
+        ("parameter", problem.parameter_df),
+    ):
+        if df is None:
+            raise PetabError(f"{where}: the problem has no {table} table")
+
+
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
     if system.events:
         raise PetabUnsupportedError(
@@ -63,8 +83,6 @@ def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -
         )
     if problem.mapping_df is not None and len(problem.mapping_df):
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
-    if problem.condition_df is None:
-        raise PetabError(f"{where}: the problem has no condition table")
 
 
 def _simulated_end(problem: petab.Problem) -> float:
@@ -74,7 +92,7 @@ def _simulated_end(problem: petab.Problem) -> float:
     pre = df.get(C.PREEQUILIBRATION_CONDITION_ID)
     if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
         return math.inf
-    return float(df[C.TIME].astype(float).max()) if len(df) else math.inf
+    return max(measurement_times(df)) if len(df) else math.inf
 
 
 class PetabProblem:
@@ -106,14 +124,18 @@ class PetabProblem:
         self.petab_problem = petab_problem
         self.name = name
         self.options = options
+        _refuse_incomplete(petab_problem, name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"petab\.")
+            check_tables(petab_problem)
+        self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
+        for pid, position in zip(self.parameters.ids, self.parameters.positions):
+            check_prior(self.parameters.table.loc[pid], pid, position)
         model = petab_problem.model
-        if model is None or not hasattr(model, "sbml_model"):
-            raise PetabUnsupportedError(f"{name}: only SBML models are supported")
         sbml_text = model.to_sbml_str()
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
         _refuse_unsupported(petab_problem, self.model_system, name)
         self.publication = publication(model.sbml_model)
-        self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"petab\.")
             self.experiments: list[Experiment] = read_experiments(petab_problem, self.model_system)
@@ -152,7 +174,10 @@ class PetabProblem:
         PetabUnsupportedError
             The problem uses a feature the importer does not cover (named).
         PetabError
-            The tables are inconsistent (the entry named).
+            The tables are inconsistent or hold an entry PEtab does not allow (petab's own
+            checks, :func:`pymc_odesens.petab.validation.check_tables`, and the priors'
+            and bounds', :func:`pymc_odesens.petab.priors.check_prior`): the message names
+            the table, row, column and entry.
         """
         path = Path(path)
         if not path.is_file():

@@ -45,8 +45,9 @@ def start_intervals(parameters: EstimatedParameters, spread: float):
     if not (isinstance(spread, int | float) and math.isfinite(spread) and spread >= 0.0):
         raise ValueError(f"spread must be a finite number >= 0; got {spread!r}")
     low, high = [], []
+    nominal_values = parameters.check(None)  # a named error where the table gives none
     for scale, nominal, lower, upper in zip(
-        parameters.scales, parameters.nominal, parameters.lower, parameters.upper
+        parameters.scales, nominal_values, parameters.lower, parameters.upper
     ):
         inside = inside_bounds(*bounds_on_scale(lower, upper, scale))
         a, b = max(float(nominal) - spread, inside[0]), min(float(nominal) + spread, inside[1])

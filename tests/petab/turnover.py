@@ -166,13 +166,13 @@ def write_turnover_problem(folder: Path, sbml: str | None = None) -> Path:
 
 
 def edited_turnover_problem(folder: Path, table: str, edit) -> Path:
-    """The problem written into ``folder`` with the table file ``table`` changed in place by
-    ``edit(df)``; its YAML."""
+    """The problem written into ``folder`` with the table file ``table`` changed by
+    ``edit(df)`` (in place, or the table it returns); its YAML."""
     yaml = write_turnover_problem(folder)
     path = Path(folder) / table
     df = pd.read_csv(path, sep="\t")
-    edit(df)
-    df.to_csv(path, sep="\t", index=False)
+    edited = edit(df)
+    (df if edited is None else edited).to_csv(path, sep="\t", index=False)
     return yaml
 
 
