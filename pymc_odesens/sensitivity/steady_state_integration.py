@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from pymc_odesens.sensitivity import steady_state_status as ss
+from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.error_norm import grouped_rms_norm, largest_weighted_component
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, run_multistep
@@ -59,6 +60,8 @@ def integrate_segment(
     Returns the integrator's status (:mod:`pymc_odesens.solvers.status`).
     """
     n_z = z.size
+    if n_z == 0:  # a system without states (an SBML model of rules only): nothing moves
+        return st.SUCCESS
     times = np.array([0.5 * (t + t_next), t_next])
     z_out = np.empty((2, n_z))
     no_t = np.zeros(0)

@@ -419,6 +419,24 @@ def test_bad_arguments_are_named(kwargs, error, message):
         steady_state(linear_system(), **arguments)
 
 
+@pytest.mark.parametrize(
+    "method, sensitivity", [("auto", "implicit"), ("integration", "none"), ("auto", "integration")]
+)
+def test_system_without_states_has_an_empty_steady_state(method, sensitivity):
+    system = OdeSystem.from_expressions(
+        [],
+        sp.Symbol("t"),
+        [],
+        [sp.Symbol("k"), sp.Symbol("q")],
+        name="rules_only",
+        allow_no_states=True,
+    )
+    result = steady_state(system, [], [1.0, 2.0], method=method, sensitivity=sensitivity)
+    assert result.y.shape == (0,)
+    if sensitivity != "none":
+        assert result.S.shape == (0, 2) and result.S_y0.shape == (0, 0)
+
+
 def test_systems_with_events_are_refused():
     system = OdeSystem(
         lambda t, y, p: [-p[0] * y[0]],
