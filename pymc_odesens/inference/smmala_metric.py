@@ -38,6 +38,7 @@ from pytensor.tensor.random.basic import LogNormalRV, NormalRV
 
 from pymc_odesens.inference.smmala_sensitivities import ode_nodes, with_sensitivity_route
 from pymc_odesens.ops.graph_traversal import ancestors
+from pymc_odesens.ops.rejection import FailurePenalty
 
 __all__ = ["LIKELIHOODS", "LikelihoodTerm", "SmmalaGraph", "likelihood_terms", "smmala_graph"]
 
@@ -173,6 +174,8 @@ def smmala_graph(
     others = list(model.free_RVs) + list(model.potentials)
     prior_logp = model.logp(vars=others) if others else pt.constant(0.0)
     for rv in others:
+        if rv.owner is not None and isinstance(rv.owner.op, FailurePenalty):
+            continue  # a rejection: disconnected from its flags, whatever they are read from
         if _carries_solution(model.logp(vars=[rv])):
             raise ValueError(
                 f"SMMALA: the log-density term of {rv.name!r} depends on an ODE solution; its "
