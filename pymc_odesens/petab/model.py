@@ -23,7 +23,7 @@ def build_pymc_model(problem, options: SolverOptions) -> pm.Model:
         ]
         x = pt.stack(variables) if variables else pt.zeros((0,))
         z = graph.z(x)
-        y = graph.states(z, options, options.route(problem.sensitivity_columns))
+        y = graph.states(z, options, problem.route_for(options))
         for o in graph.observables(z, y):
             observable = o.group.observable
             observed_measurements(
