@@ -7,12 +7,15 @@ model, or one without ODEs).
 - SMMALA, a Riemannian step method with the Fisher information as metric (``smmala*.py``);
 - mass matrices from a posterior mode (:func:`find_posterior_mode`, :func:`mode_metric_nuts`)
   and from pooled draws (:func:`sample_pooled_metric`, :func:`resume_pooled_metric`);
-- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`.
+- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
+- what a run tells: phases, times and solver failures (``sampling_report.py``), and the
+  convergence checks with the failed ones flagged (:func:`convergence_report`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
+from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
     find_posterior_mode,
@@ -29,6 +32,7 @@ from pymc_odesens.inference.sampling import (
     sample_posterior_predictive,
     sampling_compile_kwargs,
 )
+from pymc_odesens.inference.sampling_report import sampling_times, times_line
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -46,4 +50,8 @@ __all__ = [
     "sampler_coordinates",
     "TraceCheckpoint",
     "TimeLimit",
+    "ConvergenceReport",
+    "convergence_report",
+    "sampling_times",
+    "times_line",
 ]
