@@ -36,6 +36,7 @@ from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
+from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
 __all__ = ["PetabProblem"]
 
@@ -50,9 +51,11 @@ def python_mode() -> Mode:
     the virtual machine's linker cost ~0.3-0.4 s more in a new process (the first use of
     their rewrite passes; the linker imports setuptools) for the same time per call
     (measured on Boehm, Fujita and Isensee: benchmarks/README.md). A new linker each time:
-    a linker holds on to the first graph it was given.
+    a linker holds on to the first graph it was given. Sums and products of more terms than a
+    NumPy ufunc takes are split (:mod:`pymc_odesens.petab.wide_elemwise`).
     """
-    return Mode(linker=PerformLinker(), optimizer="fast_compile")
+    mode = Mode(linker=PerformLinker(), optimizer="fast_compile")
+    return mode.register((split_wide_sums, SPLIT_POSITION))
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
