@@ -59,11 +59,6 @@ def python_mode() -> Mode:
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
-    if system.events:
-        raise PetabUnsupportedError(
-            f"{where}: the SBML model has events ({len(system.events)}); the PEtab importer "
-            "does not support them yet"
-        )
     if problem.mapping_df is not None and len(problem.mapping_df):
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
     if problem.condition_df is None:
@@ -181,6 +176,12 @@ class PetabProblem:
             [sim.parameter_indices(e, values, True) for e in pre], dtype=np.int64
         ).reshape(len(pre), self.system.n_params)
         reinit = [sim.reinitialized(e, values) for e in pre]
+        # with model events, steady states start where no event fires any more
+        infinite = np.isinf(times).any(axis=1)
+        settling = [
+            sim.settling_time(e, False) if m else 0.0 for e, m in zip(self.experiments, infinite)
+        ]
+        pre_settling = [sim.settling_time(e, True) for e in pre]
         n = self.system.n_states
         table_parameters = {
             oid: {
@@ -199,6 +200,8 @@ class PetabProblem:
             reinitial_values=np.array([i for _, i in reinit], dtype=np.int64).reshape(len(pre), n),
             groups=groups,
             table_parameters=table_parameters,
+            settling=np.array(settling, dtype=float),
+            preequilibration_settling=np.array(pre_settling, dtype=float),
         )
 
     # properties ---------------------------------------------------------------------------
