@@ -33,6 +33,7 @@ from pymc_odesens.petab.measurements import experiment_times, group_measurements
 from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
+from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
@@ -107,7 +108,7 @@ class PetabProblem:
         model = petab_problem.model
         if model is None or not hasattr(model, "sbml_model"):
             raise PetabUnsupportedError(f"{name}: only SBML models are supported")
-        sbml_text = model.to_sbml_str()
+        sbml_text = simulated_sbml(petab_problem)
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
         _refuse_unsupported(petab_problem, self.model_system, name)
         self.publication = publication(model.sbml_model)
