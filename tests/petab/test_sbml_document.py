@@ -8,8 +8,8 @@ import pytest
 
 from pymc_odesens.petab import PetabProblem, PetabUnsupportedError
 from pymc_odesens.petab.sbml_document import simulated_sbml
-from tests.petab.test_model_events import write_problem
 from tests.petab.turnover import turnover_sbml, turnover_solution
+from tests.petab.turnover_events import write_problem
 
 
 def _with_initial_assignment(yaml, formula: str) -> None:
