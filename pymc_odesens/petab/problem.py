@@ -38,10 +38,12 @@ from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.priors import check_prior
+from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
 from pymc_odesens.petab.validation import check_tables
+from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
 __all__ = ["PetabProblem"]
 
@@ -56,9 +58,11 @@ def python_mode() -> Mode:
     the virtual machine's linker cost ~0.3-0.4 s more in a new process (the first use of
     their rewrite passes; the linker imports setuptools) for the same time per call
     (measured on Boehm, Fujita and Isensee: benchmarks/README.md). A new linker each time:
-    a linker holds on to the first graph it was given.
+    a linker holds on to the first graph it was given. Sums and products of more terms than a
+    NumPy ufunc takes are split (:mod:`pymc_odesens.petab.wide_elemwise`).
     """
-    return Mode(linker=PerformLinker(), optimizer="fast_compile")
+    mode = Mode(linker=PerformLinker(), optimizer="fast_compile")
+    return mode.register((split_wide_sums, SPLIT_POSITION))
 
 
 def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
@@ -76,11 +80,6 @@ def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
-    if system.events:
-        raise PetabUnsupportedError(
-            f"{where}: the SBML model has events ({len(system.events)}); the PEtab importer "
-            "does not support them yet"
-        )
     if problem.mapping_df is not None and len(problem.mapping_df):
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
 
@@ -132,7 +131,7 @@ class PetabProblem:
         for pid, position in zip(self.parameters.ids, self.parameters.positions):
             check_prior(self.parameters.table.loc[pid], pid, position)
         model = petab_problem.model
-        sbml_text = model.to_sbml_str()
+        sbml_text = simulated_sbml(petab_problem)
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
         _refuse_unsupported(petab_problem, self.model_system, name)
         self.publication = publication(model.sbml_model)
@@ -203,6 +202,12 @@ class PetabProblem:
             [sim.parameter_indices(e, values, True) for e in pre], dtype=np.int64
         ).reshape(len(pre), self.system.n_params)
         reinit = [sim.reinitialized(e, values) for e in pre]
+        # with model events, steady states start where no event fires any more
+        infinite = np.isinf(times).any(axis=1)
+        settling = [
+            sim.settling_time(e, False) if m else 0.0 for e, m in zip(self.experiments, infinite)
+        ]
+        pre_settling = [sim.settling_time(e, True) for e in pre]
         n = self.system.n_states
         table_parameters = {
             oid: {
@@ -221,6 +226,8 @@ class PetabProblem:
             reinitial_values=np.array([i for _, i in reinit], dtype=np.int64).reshape(len(pre), n),
             groups=groups,
             table_parameters=table_parameters,
+            settling=np.array(settling, dtype=float),
+            preequilibration_settling=np.array(pre_settling, dtype=float),
         )
 
     # properties ---------------------------------------------------------------------------
