@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -31,6 +32,7 @@ from pymc_odesens.petab.likelihood_op import (
 )
 from pymc_odesens.petab.measurements import experiment_times, group_measurements
 from pymc_odesens.petab.model import build_pymc_model
+from pymc_odesens.petab.model_factory import PetabModelFactory
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.simulation_system import SimulationSystem
@@ -100,12 +102,15 @@ class PetabProblem:
     options : SolverOptions
     publication : str
         The model's publication (from the SBML annotation).
+    yaml_path : pathlib.Path or None
+        The YAML file the problem was read from (:meth:`from_yaml`), else None.
     """
 
     def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
         self.petab_problem = petab_problem
         self.name = name
         self.options = options
+        self.yaml_path: Path | None = None
         model = petab_problem.model
         if model is None or not hasattr(model, "sbml_model"):
             raise PetabUnsupportedError(f"{name}: only SBML models are supported")
@@ -161,7 +166,9 @@ class PetabProblem:
             # pandas' deprecations of what petab calls, not the user's to act on
             warnings.filterwarnings("ignore", module=r"petab\.")
             petab_problem = petab.Problem.from_yaml(str(path))
-        return cls(petab_problem, path.stem, SolverOptions(**options))
+        problem = cls(petab_problem, path.stem, SolverOptions(**options))
+        problem.yaml_path = path.resolve()
+        return problem
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values
@@ -369,6 +376,26 @@ class PetabProblem:
         """
         options = self.options.updated(**options) if options else self.options
         return build_pymc_model(self, options)
+
+    def model_factory(self) -> PetabModelFactory:
+        """A picklable object that builds :meth:`build_model` in another process.
+
+        What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
+        and :attr:`options`, from which a worker reads the problem and builds the model
+        (kernels from the disk cache), never compiled code.
+
+        Raises
+        ------
+        ValueError
+            The problem was not read by :meth:`from_yaml` (there is no file to read again).
+        """
+        if self.yaml_path is None:
+            raise ValueError(
+                f"{self.name}: model_factory needs the problem's YAML file; read the problem "
+                "with PetabProblem.from_yaml"
+            )
+        options = tuple(sorted(dataclasses.asdict(self.options).items()))
+        return PetabModelFactory(str(self.yaml_path), options)
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)
