@@ -32,14 +32,13 @@ from pymc_odesens.petab.likelihood_op import (
 )
 from pymc_odesens.petab.measurements import experiment_times, group_measurements
 from pymc_odesens.petab.model import build_pymc_model
-from pymc_odesens.petab.model_factory import PetabModelFactory
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
 
-__all__ = ["PetabProblem"]
+__all__ = ["PetabModelFactory", "PetabProblem"]
 
 
 def python_mode() -> Mode:
@@ -77,6 +76,31 @@ def _simulated_end(problem: petab.Problem) -> float:
     if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
         return math.inf
     return float(df[C.TIME].astype(float).max()) if len(df) else math.inf
+
+
+@dataclasses.dataclass(frozen=True)
+class PetabModelFactory:
+    """What a worker process needs to build a problem's PyMC model: its YAML file and solver
+    options (:meth:`PetabProblem.model_factory`); its call returns
+    ``PetabProblem.from_yaml(yaml_path, **dict(options)).build_model()``.
+
+    Multistart mode finding (:func:`pymc_odesens.inference.find_modes`) ships one to each
+    worker: never compiled code, only what rebuilds the model there (the kernels come from
+    the disk cache).
+
+    Attributes
+    ----------
+    yaml_path : str
+        The problem's YAML file (absolute).
+    options : tuple of (str, value)
+        The :class:`~pymc_odesens.petab.solver_options.SolverOptions` fields, sorted pairs.
+    """
+
+    yaml_path: str
+    options: tuple
+
+    def __call__(self) -> pm.Model:
+        return PetabProblem.from_yaml(self.yaml_path, **dict(self.options)).build_model()
 
 
 class PetabProblem:

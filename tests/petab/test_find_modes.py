@@ -10,7 +10,7 @@ import pytest
 
 from pymc_odesens.inference import find_modes
 from pymc_odesens.petab import PetabProblem
-from pymc_odesens.petab.model_factory import PetabModelFactory
+from pymc_odesens.petab.problem import PetabModelFactory
 from tests.petab.benchmark_collection import problem_yaml
 
 BOEHM = "Boehm_JProteomeRes2014"
