@@ -135,6 +135,15 @@ def run_start(task: StartTask) -> StartResult:
         )
 
 
+def _fisher_known(model) -> bool:
+    """Whether the Fisher information of every observed variable is known."""
+    try:
+        likelihood_terms(model)
+    except ValueError:
+        return False
+    return bool(model.observed_RVs)
+
+
 def _local_executor(n_workers: int) -> Executor:
     # spawn: a fork of a process whose threads hold locks (numba, PyTensor) can deadlock
     return ProcessPoolExecutor(
@@ -147,7 +156,7 @@ def find_modes(
     n_starts: int,
     random_seed: int | None = None,
     *,
-    method: str = "trust-region-fisher",
+    method: str = "auto",
     n_workers: int | None = None,
     executor: Executor | None = None,
     max_iterations: int = 2000,
@@ -170,9 +179,11 @@ def find_modes(
         given).
     random_seed : int, optional
         Start ``i`` uses the ``i``-th child of ``np.random.SeedSequence(random_seed)``.
-    method : {"trust-region-fisher", "L-BFGS-B"}
+    method : {"auto", "trust-region-fisher", "L-BFGS-B"}
         The local optimiser (:mod:`pymc_odesens.inference.local_optimisers`).
-        ``"trust-region-fisher"`` needs observed Normal or LogNormal variables.
+        ``"trust-region-fisher"`` needs observed Normal or LogNormal variables (PEtab's
+        normal noise); ``"auto"`` takes it when every observed variable is one of them,
+        else ``"L-BFGS-B"``.
     n_workers : int, optional
         Local worker processes when ``executor`` is None (default: the machine's CPU count,
         at most ``n_starts``). 1 runs the starts in this process.
@@ -206,8 +217,8 @@ def find_modes(
     """
     if not isinstance(n_starts, int | np.integer) or n_starts < 1:
         raise ValueError(f"n_starts: expected a positive integer, got {n_starts!r}")
-    if method not in LOCAL_METHODS:
-        raise ValueError(f"method: expected one of {LOCAL_METHODS}, got {method!r}")
+    if method != "auto" and method not in LOCAL_METHODS:
+        raise ValueError(f"method: expected 'auto' or one of {LOCAL_METHODS}, got {method!r}")
     if executor is not None and not isinstance(executor, Executor):
         raise TypeError(
             f"executor: expected a concurrent.futures.Executor, got {type(executor).__name__}"
@@ -228,7 +239,9 @@ def find_modes(
     compile_items = tuple(sorted((compile_kwargs or {}).items()))
     key = factory_key(factory)
     objective = ModeObjective(model, dict(compile_items))
-    if method == "trust-region-fisher":
+    if method == "auto":
+        method = "trust-region-fisher" if _fisher_known(model) else "L-BFGS-B"
+    elif method == "trust-region-fisher":
         # an unsupported likelihood is an error of the call, not n_starts failed starts
         likelihood_terms(model)
     seeds = np.random.SeedSequence(random_seed).spawn(n_starts)

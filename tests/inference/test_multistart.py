@@ -147,6 +147,7 @@ def test_invalid_arguments_are_named():
         find_modes(model, 0)
     with pytest.raises(ValueError, match="method"):
         find_modes(model, 2, method="newton")
+    assert find_modes(model, 1, n_workers=1).method == "trust-region-fisher"
     with pytest.raises(ValueError, match="n_workers"):
         find_modes(model, 2, n_workers=0)
     with pytest.raises(TypeError, match="executor"):
@@ -165,3 +166,5 @@ def test_the_fisher_trust_region_refuses_an_unsupported_likelihood_by_name():
         pm.StudentT("obs", nu=3, mu=a, sigma=1.0, observed=[0.5])
     with pytest.raises(ValueError, match="'obs' has distribution 'StudentT'"):
         find_modes(model, 2, method="trust-region-fisher", n_workers=1)
+    # "auto" takes L-BFGS-B there
+    assert find_modes(model, 1, n_workers=1).method == "L-BFGS-B"
