@@ -84,7 +84,7 @@ def _constant(variable) -> np.ndarray | None:
     return np.asarray(variable.eval(), dtype=float)
 
 
-def _box(model: pm.Model, rv) -> tuple[np.ndarray, np.ndarray] | None:
+def _box(model: pm.Model, rv, shape: tuple) -> tuple[np.ndarray, np.ndarray] | None:
     """``(lower, upper)`` broadcast to ``rv``'s shape when its transform is an interval with
     constant finite bounds, else None."""
     transform = model.rvs_to_transforms.get(rv)
@@ -97,7 +97,6 @@ def _box(model: pm.Model, rv) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         return None
-    shape = tuple(model.initial_point()[model.rvs_to_values[rv].name].shape)
     return np.broadcast_to(lower, shape).astype(float), np.broadcast_to(upper, shape).astype(float)
 
 
@@ -146,7 +145,11 @@ class ModeObjective:
             raise ValueError("find_modes: the model has no free variables")
         self.model = model
         self.compile_kwargs = dict(compile_kwargs or {})
-        boxes = {rv: _box(model, rv) for rv in model.free_RVs}
+        initial = model.initial_point()
+        boxes = {
+            rv: _box(model, rv, np.shape(initial[model.rvs_to_values[rv].name]))
+            for rv in model.free_RVs
+        }
         boxed = [rv for rv, box in boxes.items() if box is not None]
         self.optimisation_model = _without_transforms(model, boxed) if boxed else model
         point = self.optimisation_model.initial_point()
