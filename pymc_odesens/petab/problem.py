@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -45,7 +46,7 @@ from pymc_odesens.petab.start_values import start_values
 from pymc_odesens.petab.validation import check_tables
 from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
-__all__ = ["PetabProblem"]
+__all__ = ["PetabModelFactory", "PetabProblem"]
 
 
 def python_mode() -> Mode:
@@ -94,6 +95,31 @@ def _simulated_end(problem: petab.Problem) -> float:
     return max(measurement_times(df)) if len(df) else math.inf
 
 
+@dataclasses.dataclass(frozen=True)
+class PetabModelFactory:
+    """What a worker process needs to build a problem's PyMC model: its YAML file and solver
+    options (:meth:`PetabProblem.model_factory`); its call returns
+    ``PetabProblem.from_yaml(yaml_path, **dict(options)).build_model()``.
+
+    Multistart mode finding (:func:`pymc_odesens.inference.find_modes`) ships one to each
+    worker: never compiled code, only what rebuilds the model there (the kernels come from
+    the disk cache).
+
+    Attributes
+    ----------
+    yaml_path : str
+        The problem's YAML file (absolute).
+    options : tuple of (str, value)
+        The :class:`~pymc_odesens.petab.solver_options.SolverOptions` fields, sorted pairs.
+    """
+
+    yaml_path: str
+    options: tuple
+
+    def __call__(self) -> pm.Model:
+        return PetabProblem.from_yaml(self.yaml_path, **dict(self.options)).build_model()
+
+
 class PetabProblem:
     """A PEtab v1 problem: its SBML model, experiments, observables and parameters.
 
@@ -117,6 +143,8 @@ class PetabProblem:
     options : SolverOptions
     publication : str
         The model's publication (from the SBML annotation).
+    yaml_path : pathlib.Path or None
+        The YAML file the problem was read from (:meth:`from_yaml`), else None.
     """
 
     def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
@@ -130,6 +158,7 @@ class PetabProblem:
         self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
         for pid, position in zip(self.parameters.ids, self.parameters.positions):
             check_prior(self.parameters.table.loc[pid], pid, position)
+        self.yaml_path: Path | None = None
         model = petab_problem.model
         sbml_text = simulated_sbml(petab_problem)
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
@@ -185,7 +214,9 @@ class PetabProblem:
             # pandas' deprecations of what petab calls, not the user's to act on
             warnings.filterwarnings("ignore", module=r"petab\.")
             petab_problem = petab.Problem.from_yaml(str(path))
-        return cls(petab_problem, path.stem, SolverOptions(**options))
+        problem = cls(petab_problem, path.stem, SolverOptions(**options))
+        problem.yaml_path = path.resolve()
+        return problem
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values
@@ -401,6 +432,26 @@ class PetabProblem:
         """
         options = self.options.updated(**options) if options else self.options
         return build_pymc_model(self, options)
+
+    def model_factory(self) -> PetabModelFactory:
+        """A picklable object that builds :meth:`build_model` in another process.
+
+        What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
+        and :attr:`options`, from which a worker reads the problem and builds the model
+        (kernels from the disk cache), never compiled code.
+
+        Raises
+        ------
+        ValueError
+            The problem was not read by :meth:`from_yaml` (there is no file to read again).
+        """
+        if self.yaml_path is None:
+            raise ValueError(
+                f"{self.name}: model_factory needs the problem's YAML file; read the problem "
+                "with PetabProblem.from_yaml"
+            )
+        options = tuple(sorted(dataclasses.asdict(self.options).items()))
+        return PetabModelFactory(str(self.yaml_path), options)
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)
