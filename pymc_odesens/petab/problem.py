@@ -499,8 +499,9 @@ class PetabProblem:
         """A picklable object that builds :meth:`build_model` in another process.
 
         What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
-        and :attr:`options`, from which a worker reads the problem and builds the model
-        (kernels from the disk cache), never compiled code.
+        and :attr:`options` (with ``sensitivity="auto"`` resolved to :attr:`gradient_route`,
+        measured here once rather than in every worker), from which a worker reads the
+        problem and builds the model (kernels from the disk cache), never compiled code.
 
         Raises
         ------
@@ -512,8 +513,14 @@ class PetabProblem:
                 f"{self.name}: model_factory needs the problem's YAML file; read the problem "
                 "with PetabProblem.from_yaml"
             )
-        options = tuple(sorted(dataclasses.asdict(self.options).items()))
-        return PetabModelFactory(str(self.yaml_path), options)
+        options = self.options
+        if options.sensitivity == "auto":
+            # the route measured here, so that the workers do not measure it again
+            options = options.updated(sensitivity=self.route_for(options))
+        fields = dataclasses.fields(options)
+        return PetabModelFactory(
+            str(self.yaml_path), tuple(sorted((f.name, getattr(options, f.name)) for f in fields))
+        )
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)

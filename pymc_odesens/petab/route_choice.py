@@ -13,10 +13,13 @@ computes the log-likelihood and its gradient at the nominal parameters, once to 
 
 The measurement is bounded: the candidate of the rule by columns
 (:meth:`~pymc_odesens.petab.solver_options.SolverOptions.route`) runs first with the
-problem's options; the others with a tenth of its step budget (``max_num_steps``), so that a
-route that would need many more steps (forward sensitivities that exceed 100000 steps)
-fails fast instead of running to the end of its budget; and forward sensitivities are not
-measured above :data:`FORWARD_MEASURE_LIMIT` columns (they were 45 times slower at 77).
+problem's options, and when its warm call takes less than :data:`MEASURE_ABOVE_SECONDS` it
+is kept without measuring the others (their compiles, tens of seconds the first time on an
+installation, would cost more than a faster route could save); the others run with a
+tenth of its step budget (``max_num_steps``), so that a route that would need many more
+steps (forward sensitivities that exceed 100000 steps) fails fast instead of running to the
+end of its budget; and forward sensitivities are not measured above
+:data:`FORWARD_MEASURE_LIMIT` columns (they were 45 times slower at 77).
 """
 
 from __future__ import annotations
@@ -34,12 +37,17 @@ __all__ = [
     "fastest_route",
     "measure_routes",
     "FORWARD_MEASURE_LIMIT",
+    "MEASURE_ABOVE_SECONDS",
     "MEASURED_REPEATS",
     "STEP_BUDGET_FRACTION",
 ]
 
 FORWARD_MEASURE_LIMIT = 40
 """Above this many sensitivity columns forward sensitivities are not measured."""
+
+MEASURE_ABOVE_SECONDS = 0.05
+"""The other routes are measured only when the first one's log-likelihood and gradient take
+at least this long (seconds, warm)."""
 
 MEASURED_REPEATS = 2
 """Timed calls per route after the first (compiling) one; the fastest counts."""
@@ -62,7 +70,8 @@ class RouteChoice:
         The error of each route that failed (type and message).
     measured : bool
         False when nothing was measured (one candidate, or no point to measure at): the
-        route is then the rule by columns.
+        route is then the rule by columns. With only the first route in ``seconds``, it
+        was faster than :data:`MEASURE_ABOVE_SECONDS` and kept.
     """
 
     route: str
@@ -110,8 +119,9 @@ def measure_routes(
     Parameters
     ----------
     candidates : tuple of str
-        The first is measured with the full step budget, the others with
-        :data:`STEP_BUDGET_FRACTION` of it.
+        The first is measured with the full step budget, the others (only when the first
+        took at least :data:`MEASURE_ABOVE_SECONDS`) with :data:`STEP_BUDGET_FRACTION` of
+        it.
     gradient_function : callable
         ``gradient_function(route, full_budget)`` returns a callable of no arguments that
         computes the log-likelihood and gradient by ``route``.
@@ -140,6 +150,8 @@ def measure_routes(
             failures[route] = f"{type(error).__name__}: {error}".split("\n")[0]
             continue
         seconds[route] = best
+        if k == 0 and best < MEASURE_ABOVE_SECONDS:
+            break
     try:
         route = fastest_route(seconds)
     except ValueError:

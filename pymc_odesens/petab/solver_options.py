@@ -29,7 +29,7 @@ def _canonical(value):
     """A hashable form of a control's value: arrays and sequences as tuples of their
     entries, numpy scalars as Python numbers."""
     if isinstance(value, np.ndarray):
-        return ("array", value.shape, tuple(_canonical(v) for v in value.ravel().tolist()))
+        return _canonical(value.tolist())
     if isinstance(value, (list, tuple)):
         return tuple(_canonical(v) for v in value)
     if isinstance(value, np.generic):

@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 from petab.v1.calculate import calculate_single_llh
 
-from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError, SolverOptions
+from pymc_odesens.petab import (
+    PetabError,
+    PetabProblem,
+    PetabUnsupportedError,
+    SolverOptions,
+    route_choice,
+)
 from tests.petab.turnover import (
     TURNOVER_PARAMETERS,
     edited_turnover_problem,
@@ -205,7 +211,8 @@ def test_every_steady_state_control_is_usable(turnover, turnover_yaml, controls)
     hash(problem.options)
     assert set(problem.options.steady_state_controls) == set(controls)
     x = problem.x_nominal + 0.05
-    np.testing.assert_allclose(problem.log_likelihood(x), _expected_llh(turnover, x), rtol=1e-8)
+    # within the steady-state residual test (1e-10 by default) as conditioned here
+    np.testing.assert_allclose(problem.log_likelihood(x), _expected_llh(turnover, x), rtol=1e-6)
     value, gradient = problem.log_likelihood_and_gradient(x)
     reference = PetabProblem.from_yaml(
         turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12, sensitivity="forward"
@@ -229,9 +236,11 @@ def test_steady_state_controls_are_checked_and_hash_by_content(turnover_yaml):
     assert as_array != SolverOptions(steady_state_controls={"absolute_tolerance": [1e-9, 1e-8]})
 
 
-def test_automatic_route_is_the_fastest_measured(turnover_yaml):
+def test_automatic_route_is_the_fastest_measured(turnover_yaml, monkeypatch):
     """sensitivity="auto" times every route at the nominal values and takes the fastest;
-    its gradient is that route's."""
+    its gradient is that route's (every route measured: the turnover problem is faster than
+    the threshold below which the first route is kept)."""
+    monkeypatch.setattr(route_choice, "MEASURE_ABOVE_SECONDS", 0.0)
     problem = PetabProblem.from_yaml(
         turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12
     )

@@ -6,6 +6,7 @@ import pytest
 
 from pymc_odesens.petab.route_choice import (
     FORWARD_MEASURE_LIMIT,
+    MEASURE_ABOVE_SECONDS,
     MEASURED_REPEATS,
     candidate_routes,
     fastest_route,
@@ -85,3 +86,23 @@ def test_measure_routes_keeps_the_first_candidate_when_every_route_fails():
     choice = measure_routes(("discrete_adjoint", "adjoint"), gradient_function, FakeClock())
     assert choice.route == "discrete_adjoint"
     assert set(choice.failures) == {"discrete_adjoint", "adjoint"}
+
+
+def test_a_fast_first_route_is_kept_without_measuring_the_others():
+    """Below MEASURE_ABOVE_SECONDS the other routes' compiles would cost more than they
+    could save: they are not even built."""
+    clock = FakeClock()
+    built = []
+
+    def gradient_function(route, full_budget):
+        built.append(route)
+
+        def evaluate():
+            clock.now += MEASURE_ABOVE_SECONDS / 10
+
+        return evaluate
+
+    choice = measure_routes(("forward", "adjoint", "discrete_adjoint"), gradient_function, clock)
+    assert choice.route == "forward" and choice.measured
+    assert built == ["forward"]
+    assert choice.seconds == {"forward": pytest.approx(MEASURE_ABOVE_SECONDS / 10)}
