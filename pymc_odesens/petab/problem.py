@@ -6,7 +6,6 @@ import math
 import os
 import threading
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,6 +37,7 @@ from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.priors import check_prior
+from pymc_odesens.petab.problem_files import read_problem
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
@@ -156,12 +156,14 @@ class PetabProblem:
     # construction ---------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, **options) -> PetabProblem:
-        """Read a PEtab v1 problem from its YAML file.
+        """Read a PEtab v1 problem from its YAML file or the folder that holds it.
 
         Parameters
         ----------
         path : str or path-like
-            The problem's ``.yaml`` file (the tables are read relative to it).
+            The problem's ``.yaml`` file (the tables are read relative to it), or a folder
+            holding exactly one problem file
+            (:func:`~pymc_odesens.petab.problem_files.problem_file`).
         **options
             :class:`~pymc_odesens.petab.solver_options.SolverOptions` (``method``,
             ``sensitivity``, ``relative_tolerance``, ``absolute_tolerance``,
@@ -170,23 +172,18 @@ class PetabProblem:
         Raises
         ------
         FileNotFoundError
-            ``path`` names no file.
+            ``path`` names no file, or a folder without a problem file.
         PetabUnsupportedError
             The problem uses a feature the importer does not cover (named).
         PetabError
             The tables are inconsistent or hold an entry PEtab does not allow (petab's own
             checks, :func:`pymc_odesens.petab.validation.check_tables`, and the priors'
             and bounds', :func:`pymc_odesens.petab.priors.check_prior`): the message names
-            the table, row, column and entry.
+            the table, row, column and entry. Also: a folder with several problem files
+            (named).
         """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no PEtab problem file {str(path)!r}")
-        with warnings.catch_warnings():
-            # pandas' deprecations of what petab calls, not the user's to act on
-            warnings.filterwarnings("ignore", module=r"petab\.")
-            petab_problem = petab.Problem.from_yaml(str(path))
-        return cls(petab_problem, path.stem, SolverOptions(**options))
+        source = read_problem(path)
+        return cls(source.petab_problem, source.name, SolverOptions(**options))
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values
