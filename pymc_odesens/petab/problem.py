@@ -1,4 +1,4 @@
-"""`PetabProblem`: a PEtab v1 problem as log-likelihood, gradient and PyMC model."""
+"""`PetabProblem`: a PEtab problem (v1 or v2) as log-likelihood, gradient and PyMC model."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _simulated_end(problem: petab.Problem) -> float:
 
 
 class PetabProblem:
-    """A PEtab v1 problem: its SBML model, experiments, observables and parameters.
+    """A PEtab problem: its SBML model, experiments, observables and parameters.
 
     Build one with :meth:`from_yaml`. The estimated parameters ``x`` are those of the
     parameter table with ``estimate = 1``, in table order, on their ``parameterScale``.
@@ -118,7 +118,14 @@ class PetabProblem:
     options : SolverOptions
     publication : str
         The model's publication (from the SBML annotation).
+    format_version : int
+        The problem file's major PEtab version (1 or 2).
+    petab_v2_problem : petab.v2.Problem or None
+        A v2 problem as the petab library read it (``petab_problem`` is its v1 form).
     """
+
+    format_version: int = 1
+    petab_v2_problem = None
 
     def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
         self.petab_problem = petab_problem
@@ -156,7 +163,12 @@ class PetabProblem:
     # construction ---------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, **options) -> PetabProblem:
-        """Read a PEtab v1 problem from its YAML file or the folder that holds it.
+        """Read a PEtab problem (v1 or v2, by its ``format_version``) from its YAML file.
+
+        A v2 problem is read and checked by ``petab.v2`` and simulated in the v1 form it
+        states (:mod:`pymc_odesens.petab.v2_reader`; docs/petab.md, "PEtab v2"):
+        its parameters are on the linear scale, except those with a ``log-*`` prior (on the
+        natural-log scale; :attr:`parameters` ``.scales`` says which).
 
         Parameters
         ----------
@@ -178,12 +190,22 @@ class PetabProblem:
         PetabError
             The tables are inconsistent or hold an entry PEtab does not allow (petab's own
             checks, :func:`pymc_odesens.petab.validation.check_tables`, and the priors'
-            and bounds', :func:`pymc_odesens.petab.priors.check_prior`): the message names
-            the table, row, column and entry. Also: a folder with several problem files
-            (named).
+            and bounds', :func:`pymc_odesens.petab.priors.check_prior`; for v2 problems
+            first petab's v2 checks): the message names the table, row, column and entry.
+            Also: a folder with several problem files (named).
         """
         source = read_problem(path)
-        return cls(source.petab_problem, source.name, SolverOptions(**options))
+        options = SolverOptions(**options)
+        try:
+            problem = cls(source.petab_problem, source.name, options)
+        except PetabError as error:
+            explained = source.explained(error)
+            if explained is error:
+                raise
+            raise explained from error
+        problem.format_version = source.format_version
+        problem.petab_v2_problem = source.petab_v2_problem
+        return problem
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values

@@ -6,7 +6,9 @@ A problem file is the YAML file that lists a problem's model and tables and says
 one (the benchmark collection names most after their folder, ``Boehm_JProteomeRes2014/
 Boehm_JProteomeRes2014.yaml``, some not: ``Bertozzi_PNAS2020/problem.yaml``); other YAML
 files beside it (a PEtab Select problem, say) do not count, and subfolders are not
-searched. :func:`read_problem` reads a PEtab v1 problem with ``petab.v1.Problem``.
+searched. :func:`read_problem` reads a PEtab v1 problem with ``petab.v1.Problem`` and a
+PEtab v2 problem with ``petab.v2.Problem`` (:mod:`pymc_odesens.petab.v2_reader`, which
+gives it to the rest of the layer in the v1 form).
 """
 
 from __future__ import annotations
@@ -100,14 +102,14 @@ def problem_name(path: Path) -> str:
 
 
 def format_version(path: Path) -> int:
-    """The major ``format_version`` of the problem file ``path`` (1).
+    """The major ``format_version`` of the problem file ``path`` (1 or 2).
 
     Raises
     ------
     PetabError
         The file is not YAML, or gives no ``format_version``.
     PetabUnsupportedError
-        A major version other than 1.
+        A major version other than 1 or 2.
     """
     content = _load(path)
     if not isinstance(content, dict) or FORMAT_VERSION not in content:
@@ -117,16 +119,16 @@ def format_version(path: Path) -> int:
         major = parse_version(str(version))[0]
     except (ValueError, TypeError, IndexError) as error:
         raise PetabError(f"{path}: {FORMAT_VERSION} {version!r} is not a version") from error
-    if major != 1:
+    if major not in (1, 2):
         raise PetabUnsupportedError(
-            f"{path}: {FORMAT_VERSION} {version!r}: only PEtab 1 problems are supported"
+            f"{path}: {FORMAT_VERSION} {version!r}: only PEtab 1 and 2 problems are supported"
         )
     return major
 
 
 @dataclass(frozen=True)
 class ProblemSource:
-    """A problem as read from its file.
+    """A problem as read from its file: the tables in the form the layer reads (PEtab v1).
 
     Attributes
     ----------
@@ -134,15 +136,30 @@ class ProblemSource:
         The problem file.
     name : str
     format_version : int
-        The file's major PEtab version.
+        1 or 2.
     petab_problem : petab.v1.Problem
-        The problem's tables.
+        The problem's tables (for a v2 problem: their v1 form,
+        :func:`pymc_odesens.petab.v2_reader.v1_form`).
+    petab_v2_problem : petab.v2.Problem or None
+        A v2 problem as the petab library read it.
     """
 
     path: Path
     name: str
     format_version: int
     petab_problem: petab.Problem
+    petab_v2_problem: object = None
+
+    def explained(self, error: PetabError) -> PetabError:
+        """``error`` as it reads to the author of the problem: for a v2 problem, with a note
+        on the v1 form the layer read (its condition pairs are the experiments)."""
+        if self.format_version == 1:
+            return error
+        return type(error)(
+            f"{error} [PEtab v2 problem {self.path.name}, read in its PEtab v1 form: each "
+            "experiment is a simulation condition of its id, its pre-equilibration period "
+            "a preequilibrationConditionId; docs/petab.md, 'PEtab v2']"
+        )
 
 
 def read_problem(path: str | os.PathLike) -> ProblemSource:
@@ -151,13 +168,21 @@ def read_problem(path: str | os.PathLike) -> ProblemSource:
     Raises
     ------
     FileNotFoundError, PetabError, PetabUnsupportedError
-        See :func:`problem_file` and :func:`format_version`.
+        See :func:`problem_file`, :func:`format_version` and, for v2 problems,
+        :func:`pymc_odesens.petab.v2_reader.read_v2_problem`.
     """
     path = problem_file(path)
     major = format_version(path)
     name = problem_name(path)
+    if major == 2:
+        from pymc_odesens.petab.v2_reader import read_v2_problem
+
+        v2_problem, v1_problem = read_v2_problem(path)
+        if v2_problem.config is not None and v2_problem.config.id:
+            name = v2_problem.config.id
+        return ProblemSource(path, name, 2, v1_problem, v2_problem)
     with warnings.catch_warnings():
         # pandas' deprecations of what petab calls, not the user's to act on
         warnings.filterwarnings("ignore", module=r"petab\.")
         v1_problem = petab.Problem.from_yaml(str(path))
-    return ProblemSource(path, name, major, v1_problem)
+    return ProblemSource(path, name, 1, v1_problem)

@@ -29,6 +29,7 @@ def test_bertozzi_from_its_folder_and_its_file(bertozzi_folder, given):
     path = bertozzi_folder if given == "folder" else bertozzi_folder / "problem.yaml"
     problem = PetabProblem.from_yaml(path)
     assert problem.name == "Bertozzi_PNAS2020"
+    assert problem.format_version == 1
     assert problem.log_likelihood() == pytest.approx(BERTOZZI_LLH, abs=1e-3)
 
 
