@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,12 +40,14 @@ from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.priors import check_prior
 from pymc_odesens.petab.problem_files import read_problem
+from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
 from pymc_odesens.petab.validation import check_tables
+from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
-__all__ = ["PetabProblem"]
+__all__ = ["PetabModelFactory", "PetabProblem"]
 
 
 def python_mode() -> Mode:
@@ -56,9 +60,11 @@ def python_mode() -> Mode:
     the virtual machine's linker cost ~0.3-0.4 s more in a new process (the first use of
     their rewrite passes; the linker imports setuptools) for the same time per call
     (measured on Boehm, Fujita and Isensee: benchmarks/README.md). A new linker each time:
-    a linker holds on to the first graph it was given.
+    a linker holds on to the first graph it was given. Sums and products of more terms than a
+    NumPy ufunc takes are split (:mod:`pymc_odesens.petab.wide_elemwise`).
     """
-    return Mode(linker=PerformLinker(), optimizer="fast_compile")
+    mode = Mode(linker=PerformLinker(), optimizer="fast_compile")
+    return mode.register((split_wide_sums, SPLIT_POSITION))
 
 
 def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
@@ -76,11 +82,6 @@ def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
-    if system.events:
-        raise PetabUnsupportedError(
-            f"{where}: the SBML model has events ({len(system.events)}); the PEtab importer "
-            "does not support them yet"
-        )
     if problem.mapping_df is not None and len(problem.mapping_df):
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
 
@@ -93,6 +94,31 @@ def _simulated_end(problem: petab.Problem) -> float:
     if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
         return math.inf
     return max(measurement_times(df)) if len(df) else math.inf
+
+
+@dataclasses.dataclass(frozen=True)
+class PetabModelFactory:
+    """What a worker process needs to build a problem's PyMC model: its YAML file and solver
+    options (:meth:`PetabProblem.model_factory`); its call returns
+    ``PetabProblem.from_yaml(yaml_path, **dict(options)).build_model()``.
+
+    Multistart mode finding (:func:`pymc_odesens.inference.find_modes`) ships one to each
+    worker: never compiled code, only what rebuilds the model there (the kernels come from
+    the disk cache).
+
+    Attributes
+    ----------
+    yaml_path : str
+        The problem's YAML file (absolute).
+    options : tuple of (str, value)
+        The :class:`~pymc_odesens.petab.solver_options.SolverOptions` fields, sorted pairs.
+    """
+
+    yaml_path: str
+    options: tuple
+
+    def __call__(self) -> pm.Model:
+        return PetabProblem.from_yaml(self.yaml_path, **dict(self.options)).build_model()
 
 
 class PetabProblem:
@@ -122,6 +148,9 @@ class PetabProblem:
         The problem file's major PEtab version (1 or 2).
     petab_v2_problem : petab.v2.Problem or None
         A v2 problem as the petab library read it (``petab_problem`` is its v1 form).
+    yaml_path : pathlib.Path or None
+        The YAML file the problem was read from (:meth:`from_yaml`; the problem file of a
+        folder given), else None.
     """
 
     format_version: int = 1
@@ -138,8 +167,9 @@ class PetabProblem:
         self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
         for pid, position in zip(self.parameters.ids, self.parameters.positions):
             check_prior(self.parameters.table.loc[pid], pid, position)
+        self.yaml_path: Path | None = None
         model = petab_problem.model
-        sbml_text = model.to_sbml_str()
+        sbml_text = simulated_sbml(petab_problem)
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
         _refuse_unsupported(petab_problem, self.model_system, name)
         self.publication = publication(model.sbml_model)
@@ -205,6 +235,7 @@ class PetabProblem:
             raise explained from error
         problem.format_version = source.format_version
         problem.petab_v2_problem = source.petab_v2_problem
+        problem.yaml_path = source.path.resolve()
         return problem
 
     def _build_graph(self) -> PetabGraph:
@@ -222,6 +253,12 @@ class PetabProblem:
             [sim.parameter_indices(e, values, True) for e in pre], dtype=np.int64
         ).reshape(len(pre), self.system.n_params)
         reinit = [sim.reinitialized(e, values) for e in pre]
+        # with model events, steady states start where no event fires any more
+        infinite = np.isinf(times).any(axis=1)
+        settling = [
+            sim.settling_time(e, False) if m else 0.0 for e, m in zip(self.experiments, infinite)
+        ]
+        pre_settling = [sim.settling_time(e, True) for e in pre]
         n = self.system.n_states
         table_parameters = {
             oid: {
@@ -240,6 +277,8 @@ class PetabProblem:
             reinitial_values=np.array([i for _, i in reinit], dtype=np.int64).reshape(len(pre), n),
             groups=groups,
             table_parameters=table_parameters,
+            settling=np.array(settling, dtype=float),
+            preequilibration_settling=np.array(pre_settling, dtype=float),
         )
 
     # properties ---------------------------------------------------------------------------
@@ -413,6 +452,26 @@ class PetabProblem:
         """
         options = self.options.updated(**options) if options else self.options
         return build_pymc_model(self, options)
+
+    def model_factory(self) -> PetabModelFactory:
+        """A picklable object that builds :meth:`build_model` in another process.
+
+        What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
+        and :attr:`options`, from which a worker reads the problem and builds the model
+        (kernels from the disk cache), never compiled code.
+
+        Raises
+        ------
+        ValueError
+            The problem was not read by :meth:`from_yaml` (there is no file to read again).
+        """
+        if self.yaml_path is None:
+            raise ValueError(
+                f"{self.name}: model_factory needs the problem's YAML file; read the problem "
+                "with PetabProblem.from_yaml"
+            )
+        options = tuple(sorted(dataclasses.asdict(self.options).items()))
+        return PetabModelFactory(str(self.yaml_path), options)
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)

@@ -212,13 +212,6 @@ def test_compartment_in_the_condition_table_is_refused(turnover_yaml, tmp_path):
         PetabProblem.from_yaml(_edited(turnover_yaml, tmp_path, "conditions.tsv", edit))
 
 
-def test_events_in_the_sbml_model_are_refused(tmp_path):
-    event = {"id": "dose", "trigger": "time > 1", "assignments": {"A": "A + 1"}}
-    yaml = write_turnover_problem(tmp_path / "events", turnover_sbml(events=[event]))
-    with pytest.raises(PetabUnsupportedError, match="the SBML model has events"):
-        PetabProblem.from_yaml(yaml)
-
-
 def test_time_switch_in_the_model(tmp_path):
     # production switched on at t_on: A(t) = u/k (1 - exp(-k (t - t_on))) after t_on, from
     # A = 0; at AMICI's tolerances (atol 1e-16) this only integrates because the switch is

@@ -26,6 +26,8 @@ __all__ = [
     "turnover_sbml",
     "turnover_solution",
     "write_turnover_problem",
+    "edited_turnover_problem",
+    "non_positive_simulation",
 ]
 
 # id: (scale, lower, upper, nominal, estimate, prior type, prior parameters)
@@ -174,6 +176,21 @@ def edited_turnover_problem(folder: Path, table: str, edit) -> Path:
     edited = edit(df)
     (df if edited is None else edited).to_csv(path, sep="\t", index=False)
     return yaml
+
+
+def non_positive_simulation(observable: str, factor: str, transformation: str | None = None):
+    """An edit of the observable table: ``observable``'s formula times ``factor`` (0 or
+    negative), on ``transformation`` if given."""
+
+    def edit(df):
+        row = df["observableId"] == observable
+        df.loc[row, "observableFormula"] = (
+            f"{factor} * ({df.loc[row, 'observableFormula'].iloc[0]})"
+        )
+        if transformation is not None:
+            df.loc[row, "observableTransformation"] = transformation
+
+    return edit
 
 
 def turnover_observables(measurements: pd.DataFrame, theta: dict) -> tuple:
