@@ -9,7 +9,8 @@ SalazarCavazos_MBoC2020 (75 states, 7 columns) the rule by columns took the disc
 at 23 times the log-likelihood's cost. So the problem at hand decides: each candidate route
 computes the log-likelihood and its gradient at the nominal parameters, once to compile
 (and warm up) and then timed, and the fastest one that succeeded is taken
-(:func:`fastest_route`).
+(:func:`fastest_route`) when it is at least :data:`SWITCH_FACTOR` times as fast as the
+rule's route.
 
 The measurement is bounded: the candidate of the rule by columns
 (:meth:`~pymc_odesens.petab.solver_options.SolverOptions.route`) runs first with the
@@ -39,6 +40,7 @@ __all__ = [
     "FORWARD_MEASURE_LIMIT",
     "MEASURE_ABOVE_SECONDS",
     "MEASURED_REPEATS",
+    "SWITCH_FACTOR",
     "STEP_BUDGET_FRACTION",
 ]
 
@@ -51,6 +53,11 @@ at least this long (seconds, warm)."""
 
 MEASURED_REPEATS = 2
 """Timed calls per route after the first (compiling) one; the fastest counts."""
+
+SWITCH_FACTOR = 1.5
+"""Another route replaces the first (the rule's) only when it is at least this many times as
+fast: timings on a shared machine vary, and a near tie chosen by noise would make the
+gradient's route (and its last digits) change from one reading of a problem to the next."""
 
 STEP_BUDGET_FRACTION = 0.1
 """The fraction of ``max_num_steps`` the candidates after the first are measured with."""
@@ -131,8 +138,9 @@ def measure_routes(
     Returns
     -------
     RouteChoice
-        With the first candidate's route when every route failed (its error is then the
-        user's at the first call).
+        The fastest route, or the first candidate's unless another was at least
+        :data:`SWITCH_FACTOR` times as fast; the first candidate's when every route failed
+        (its error is then the user's at the first call).
     """
     seconds: dict[str, float] = {}
     failures: dict[str, str] = {}
@@ -155,5 +163,8 @@ def measure_routes(
     try:
         route = fastest_route(seconds)
     except ValueError:
+        route = candidates[0]
+    first = seconds.get(candidates[0], math.inf)
+    if math.isfinite(first) and seconds[route] * SWITCH_FACTOR > first:
         route = candidates[0]
     return RouteChoice(route=route, seconds=seconds, failures=failures)

@@ -8,6 +8,7 @@ from pymc_odesens.petab.route_choice import (
     FORWARD_MEASURE_LIMIT,
     MEASURE_ABOVE_SECONDS,
     MEASURED_REPEATS,
+    SWITCH_FACTOR,
     candidate_routes,
     fastest_route,
     measure_routes,
@@ -106,3 +107,21 @@ def test_a_fast_first_route_is_kept_without_measuring_the_others():
     assert choice.route == "forward" and choice.measured
     assert built == ["forward"]
     assert choice.seconds == {"forward": pytest.approx(MEASURE_ABOVE_SECONDS / 10)}
+
+
+def test_a_near_tie_keeps_the_first_route():
+    """Another route must be SWITCH_FACTOR times as fast to replace the rule's: a near tie
+    decided by timing noise would change the gradient's route from one reading to the
+    next."""
+    for adjoint, expected in ((4.9 / SWITCH_FACTOR * 1.01, "discrete_adjoint"), (1.0, "adjoint")):
+        clock = FakeClock()
+        cost = {"discrete_adjoint": 4.9, "adjoint": adjoint}
+
+        def gradient_function(route, full_budget, clock=clock, cost=cost):
+            def evaluate():
+                clock.now += cost[route]
+
+            return evaluate
+
+        choice = measure_routes(("discrete_adjoint", "adjoint"), gradient_function, clock)
+        assert choice.route == expected, (adjoint, choice)
