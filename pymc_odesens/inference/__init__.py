@@ -13,19 +13,20 @@ model, or one without ODEs).
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
-- where work runs (``executors.py``, ``dask_executor.py``: :func:`work_executor` for this
-  process, local processes, any ``concurrent.futures`` executor or a Dask cluster).
+- where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
+  :func:`work_executor` for this process, local processes, any ``concurrent.futures``
+  executor or a Dask cluster).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.executor_choice import work_executor
 from pymc_odesens.inference.executors import (
     ClusterUnavailableError,
     WorkerLostError,
     WorkExecutor,
-    work_executor,
 )
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
 from pymc_odesens.inference.mode_metric import (

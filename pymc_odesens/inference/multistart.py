@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_odesens.inference.executors import check_executor, work_executor
+from pymc_odesens.inference.executor_choice import check_executor, work_executor
 from pymc_odesens.inference.local_optimisers import LOCAL_METHODS, maximise_from
 from pymc_odesens.inference.mode_objective import ModeObjective
 from pymc_odesens.inference.mode_search import ModeSearchResult, StartResult
