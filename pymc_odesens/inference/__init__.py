@@ -15,13 +15,19 @@ model, or one without ODEs).
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
 - where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
   :func:`work_executor` for this process, local processes, any ``concurrent.futures``
-  executor or a Dask cluster).
+  executor or a Dask cluster), and a log-likelihood over many experiments evaluated by a
+  cluster's workers, each keeping its part resident (:class:`DistributedLogLikelihood`,
+  ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.distributed_likelihood import (
+    BalanceReport,
+    DistributedLogLikelihood,
+)
 from pymc_odesens.inference.executor_choice import work_executor
 from pymc_odesens.inference.executors import (
     ClusterUnavailableError,
@@ -42,6 +48,7 @@ from pymc_odesens.inference.pooled_metric import (
     sample_pooled_metric,
     sampler_coordinates,
 )
+from pymc_odesens.inference.resident_likelihood import LikelihoodSource, ResidentLikelihood
 from pymc_odesens.inference.sampling import (
     sample,
     sample_posterior_predictive,
@@ -81,4 +88,8 @@ __all__ = [
     "WorkExecutor",
     "WorkerLostError",
     "ClusterUnavailableError",
+    "DistributedLogLikelihood",
+    "BalanceReport",
+    "LikelihoodSource",
+    "ResidentLikelihood",
 ]
