@@ -160,7 +160,6 @@ class PetabProblem:
         self.petab_problem = petab_problem
         self.name = name
         self.options = options
-        self.yaml_path: Path | None = None
         _refuse_incomplete(petab_problem, name)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"petab\.")
