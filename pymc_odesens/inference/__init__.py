@@ -17,7 +17,10 @@ model, or one without ODEs).
   :func:`work_executor` for this process, local processes, any ``concurrent.futures``
   executor or a Dask cluster), and a log-likelihood over many experiments evaluated by a
   cluster's workers, each keeping its part resident (:class:`DistributedLogLikelihood`,
-  ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``).
+  ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``);
+- tempered sequential Monte Carlo with HMC moves and the model evidence
+  (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
+  (:func:`compare_models`, :func:`log_evidence`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
@@ -41,6 +44,7 @@ from pymc_odesens.inference.mode_metric import (
     mode_metric_nuts,
 )
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult, StartResult
+from pymc_odesens.inference.model_comparison import compare_models
 from pymc_odesens.inference.multistart import StartTask, find_modes, run_start
 from pymc_odesens.inference.pooled_metric import (
     pooled_covariance,
@@ -55,6 +59,8 @@ from pymc_odesens.inference.sampling import (
     sampling_compile_kwargs,
 )
 from pymc_odesens.inference.sampling_report import sampling_times, times_line
+from pymc_odesens.inference.smc import sample_smc
+from pymc_odesens.inference.smc_evidence import log_evidence
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -92,4 +98,7 @@ __all__ = [
     "BalanceReport",
     "LikelihoodSource",
     "ResidentLikelihood",
+    "sample_smc",
+    "compare_models",
+    "log_evidence",
 ]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import abc
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from concurrent.futures import Future as ConcurrentFuture
@@ -81,6 +82,9 @@ class Work:
     attempts: int = 1
     result: object = field(default=None, repr=False)
     done: bool = False
+    pool: object = field(default=None, repr=False)
+    """The pool it was submitted to (:class:`PoolExecutor`: renewed only once when it
+    breaks, whichever thread notices first)."""
 
 
 class WorkExecutor(abc.ABC):
@@ -223,6 +227,7 @@ class PoolExecutor(WorkExecutor):
             self._pool = self._new_pool(n_workers)
         else:
             self._pool = executor
+        self._lock = threading.Lock()  # runs that share this executor gather from threads
         known = _max_workers(self._pool)
         self._n_workers = int(n_workers if n_workers is not None else (known or 1))
         self.retries = int(retries)
@@ -244,20 +249,26 @@ class PoolExecutor(WorkExecutor):
 
     def _submit(self, work: Work) -> ConcurrentFuture:
         try:
-            return self._pool.submit(work.function, *work.args)
+            work.pool = self._pool
+            return work.pool.submit(work.function, *work.args)
         except BrokenExecutor:
             if not self._owned:
                 raise self._lost([work]) from None
-            self._renew()
-            return self._pool.submit(work.function, *work.args)
+            work.pool = self._renew(work.pool)
+            return work.pool.submit(work.function, *work.args)
         except RuntimeError as error:  # "cannot schedule new futures after shutdown"
             raise ClusterUnavailableError(
                 f"{self.description}: cannot run work unit {work.name!r}: {error}"
             ) from error
 
-    def _renew(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new_pool(self._n_workers)
+    def _renew(self, broken: Executor) -> Executor:
+        """A working pool in place of ``broken`` (made once, by the first thread that asks;
+        the others get the new one)."""
+        with self._lock:
+            if self._pool is broken:
+                broken.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool(self._n_workers)
+            return self._pool
 
     def _lost(self, works: Sequence[Work]) -> WorkerLostError:
         names = ", ".join(repr(w.name) for w in works[:5]) + (" ..." if len(works) > 5 else "")
@@ -288,10 +299,10 @@ class PoolExecutor(WorkExecutor):
                 break
             if not self._owned or any(w.attempts > self.retries for w in broken):
                 raise self._lost(broken)
-            self._renew()
             for work in broken:
                 work.attempts += 1
-                work.handle = self._pool.submit(work.function, *work.args)
+                work.pool = self._renew(work.pool)
+                work.handle = work.pool.submit(work.function, *work.args)
             pending = broken
         return [w.result for w in works]
 
