@@ -12,13 +12,31 @@ model, or one without ODEs).
 - multistart mode finding (:func:`find_modes`: L-BFGS-B or a Fisher trust region from prior
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
-- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`.
+- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
+- where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
+  :func:`work_executor` for this process, local processes, any ``concurrent.futures``
+  executor or a Dask cluster), and a log-likelihood over many experiments evaluated by a
+  cluster's workers, each keeping its part resident (:class:`DistributedLogLikelihood`,
+  ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``);
+- tempered sequential Monte Carlo with HMC moves and the model evidence
+  (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
+  (:func:`compare_models`, :func:`log_evidence`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.distributed_likelihood import (
+    BalanceReport,
+    DistributedLogLikelihood,
+)
+from pymc_odesens.inference.executor_choice import work_executor
+from pymc_odesens.inference.executors import (
+    ClusterUnavailableError,
+    WorkerLostError,
+    WorkExecutor,
+)
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
@@ -26,6 +44,7 @@ from pymc_odesens.inference.mode_metric import (
     mode_metric_nuts,
 )
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult, StartResult
+from pymc_odesens.inference.model_comparison import compare_models
 from pymc_odesens.inference.multistart import StartTask, find_modes, run_start
 from pymc_odesens.inference.pooled_metric import (
     pooled_covariance,
@@ -33,12 +52,15 @@ from pymc_odesens.inference.pooled_metric import (
     sample_pooled_metric,
     sampler_coordinates,
 )
+from pymc_odesens.inference.resident_likelihood import LikelihoodSource, ResidentLikelihood
 from pymc_odesens.inference.sampling import (
     sample,
     sample_posterior_predictive,
     sampling_compile_kwargs,
 )
 from pymc_odesens.inference.sampling_report import sampling_times, times_line
+from pymc_odesens.inference.smc import sample_smc
+from pymc_odesens.inference.smc_evidence import log_evidence
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -68,4 +90,15 @@ __all__ = [
     "convergence_report",
     "sampling_times",
     "times_line",
+    "work_executor",
+    "WorkExecutor",
+    "WorkerLostError",
+    "ClusterUnavailableError",
+    "DistributedLogLikelihood",
+    "BalanceReport",
+    "LikelihoodSource",
+    "ResidentLikelihood",
+    "sample_smc",
+    "compare_models",
+    "log_evidence",
 ]

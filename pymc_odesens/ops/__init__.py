@@ -9,17 +9,21 @@
   the cache keys of NUMBA-mode graphs (``numba_cache.py``, ``numba_scipy_special.py``);
 - solver failures inside a model: counted (``failures.py``) and turned into rejections with
   finite gradients (``rejection.py``);
-- :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``).
+- :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``);
+- :class:`DistributedLogLikelihoodOp`: a log-likelihood that an evaluator outside the graph
+  computes (the workers of a cluster), with its numba callback (``distributed_numba.py``).
 
 Nothing here samples or optimises: that is :mod:`pymc_odesens.inference`, one layer up.
 """
 
 from pymc_odesens.ops import (
+    distributed_numba,  # noqa: F401  (and that of the distributed log-likelihood)
     numba_dispatch,  # noqa: F401  (registers the numba Ops)
     numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
 from pymc_odesens.ops.concurrent_calls import ConcurrentCallError
+from pymc_odesens.ops.distributed_likelihood_op import DistributedLogLikelihoodOp
 from pymc_odesens.ops.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -85,6 +89,7 @@ __all__ = [
     "OdeDiscreteAdjointVJPOp",
     "SteadyStateOp",
     "SteadyStateVJPOp",
+    "DistributedLogLikelihoodOp",
     "register_cacheable",
     "PerThreadFunction",
     "ConcurrentCallError",

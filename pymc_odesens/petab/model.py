@@ -12,8 +12,10 @@ from pymc_odesens.petab.solver_options import SolverOptions
 __all__ = ["build_pymc_model"]
 
 
-def build_pymc_model(problem, options: SolverOptions) -> pm.Model:
-    """Priors of the estimated parameters, the simulations, the observed measurements."""
+def build_pymc_model(problem, options: SolverOptions, log_likelihood=None) -> pm.Model:
+    """Priors of the estimated parameters, the simulations, the observed measurements (or,
+    with ``log_likelihood``, a potential of the distributed log-likelihood in their
+    place)."""
     parameters = problem.parameters
     graph = problem.graph
     with pm.Model(name="") as model:
@@ -22,6 +24,9 @@ def build_pymc_model(problem, options: SolverOptions) -> pm.Model:
             for pid, scale, initval in zip(parameters.ids, parameters.scales, parameters.nominal)
         ]
         x = pt.stack(variables) if variables else pt.zeros((0,))
+        if log_likelihood is not None:
+            pm.Potential("log_likelihood", log_likelihood.tensor(x))
+            return model
         z = graph.z(x)
         y = graph.states(z, options, problem.route_for(options))
         for o in graph.observables(z, y):
