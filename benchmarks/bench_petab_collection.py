@@ -141,7 +141,8 @@ def report(results: dict, references: dict[str, float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--collection", type=Path, default=common.SHARED_DIR / "petab")
+    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", common.REPO_DIR.parent / "shared"))
+    parser.add_argument("--collection", type=Path, default=shared / "petab")
     parser.add_argument("--references", type=Path, default=None)
     parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
     parser.add_argument("--repeats", type=int, default=3, help="warm calls per problem")
