@@ -7,12 +7,15 @@ model, or one without ODEs).
 - SMMALA, a Riemannian step method with the Fisher information as metric (``smmala*.py``);
 - mass matrices from a posterior mode (:func:`find_posterior_mode`, :func:`mode_metric_nuts`)
   and from pooled draws (:func:`sample_pooled_metric`, :func:`resume_pooled_metric`);
-- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`.
+- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
+- the posterior of marginalised parameters: :func:`recover_marginalized`
+  (``marginal_recovery.py``).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
+from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
     find_posterior_mode,
@@ -46,4 +49,5 @@ __all__ = [
     "sampler_coordinates",
     "TraceCheckpoint",
     "TimeLimit",
+    "recover_marginalized",
 ]

@@ -9,7 +9,10 @@
   the cache keys of NUMBA-mode graphs (``numba_cache.py``, ``numba_scipy_special.py``);
 - solver failures inside a model: counted (``failures.py``) and turned into rejections with
   finite gradients (``rejection.py``);
-- :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``).
+- :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``);
+- marginalised observation parameters: :func:`marginal_normal` (``marginal_normal.py``) over
+  the marginal likelihood Op (``marginal_likelihood.py``), its block structure
+  (``marginal_structure.py``) and closed forms (``marginal_numerics.py``).
 
 Nothing here samples or optimises: that is :mod:`pymc_odesens.inference`, one layer up.
 """
@@ -27,6 +30,17 @@ from pymc_odesens.ops.failures import (
     reset_failure_counts,
 )
 from pymc_odesens.ops.fisher_tensor import fisher_information_tensor
+from pymc_odesens.ops.marginal_likelihood import (
+    MarginalNormalLogLikelihood,
+    MarginalNormalLogLikelihoodGradient,
+    marginal_log_likelihood,
+)
+from pymc_odesens.ops.marginal_normal import InverseGammaPrior, NormalPrior, marginal_normal
+from pymc_odesens.ops.marginal_structure import (
+    MarginalColumn,
+    MarginalNoise,
+    MarginalNormalStructure,
+)
 from pymc_odesens.ops.numba_cache import register_cacheable
 from pymc_odesens.ops.numba_scipy_special import register_scipy_special_ops
 from pymc_odesens.ops.ode_ops import (
@@ -59,6 +73,8 @@ register_cacheable(
     OdeDiscreteAdjointVJPOp,
     SteadyStateOp,
     SteadyStateVJPOp,
+    MarginalNormalLogLikelihood,
+    MarginalNormalLogLikelihoodGradient,
 )
 # and so do graphs with scipy.special functions (the digamma of a negative binomial's gradient)
 register_scipy_special_ops()
@@ -88,4 +104,13 @@ __all__ = [
     "register_cacheable",
     "PerThreadFunction",
     "ConcurrentCallError",
+    "marginal_normal",
+    "NormalPrior",
+    "InverseGammaPrior",
+    "marginal_log_likelihood",
+    "MarginalNormalLogLikelihood",
+    "MarginalNormalLogLikelihoodGradient",
+    "MarginalNormalStructure",
+    "MarginalColumn",
+    "MarginalNoise",
 ]
