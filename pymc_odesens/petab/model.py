@@ -9,22 +9,34 @@ from pymc_odesens.petab.noise import observed_measurements
 from pymc_odesens.petab.priors import prior_variable
 from pymc_odesens.petab.solver_options import SolverOptions
 
-__all__ = ["build_pymc_model"]
+__all__ = ["MARGINAL_POTENTIAL", "build_pymc_model"]
+
+MARGINAL_POTENTIAL = "marginalized_measurements"
+"""The name of the potential that holds the marginal likelihood of a marginalised model."""
 
 
-def build_pymc_model(problem, options: SolverOptions) -> pm.Model:
-    """Priors of the estimated parameters, the simulations, the observed measurements."""
+def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
+    """Priors of the estimated parameters, the simulations, the observed measurements.
+
+    With a :class:`~pymc_odesens.petab.marginalization.MarginalizationPlan`, its parameters
+    get no random variable (their entries of ``x`` are constants that nothing reads), the
+    measurements of its blocks no observed variable, and one potential
+    (:data:`MARGINAL_POTENTIAL`) holds their marginal likelihood.
+    """
     parameters = problem.parameters
     graph = problem.graph
+    marginal = set(plan.ids) if plan is not None else set()
     with pm.Model(name="") as model:
         variables = [
-            prior_variable(pid, parameters.table.loc[pid], scale, initval)
+            pt.constant(initval, dtype="float64")
+            if pid in marginal
+            else prior_variable(pid, parameters.table.loc[pid], scale, initval)
             for pid, scale, initval in zip(parameters.ids, parameters.scales, parameters.nominal)
         ]
         x = pt.stack(variables) if variables else pt.zeros((0,))
         z = graph.z(x)
         y = graph.states(z, options, options.route(problem.sensitivity_columns))
-        for o in graph.observables(z, y):
+        for o in graph.observables(z, y, plan.free_rows if plan is not None else None):
             observable = o.group.observable
             observed_measurements(
                 observable.id,
@@ -32,6 +44,8 @@ def build_pymc_model(problem, options: SolverOptions) -> pm.Model:
                 observable.transformation,
                 o.h,
                 o.sigma,
-                o.group.data,
+                o.data,
             )
+        if plan is not None:
+            pm.Potential(MARGINAL_POTENTIAL, plan.log_likelihood(graph, z, y))
     return model
