@@ -43,6 +43,25 @@ Sections (``--sections``, default all):
    point), their product (the time the sampler spent in the model) and the overhead ratio
    sampling time / that product.
 
+7. ``compile_profile``: where a cold first use spends its CPU time
+   (``compile_profile_child.py``, empty caches): import, the AKAR4 model's first ``bdf``
+   solve, forward sensitivities and adjoint, then its PyMC log-density and gradient in
+   NUMBA mode and a short ``pymc_odesens.sample``; every function numba compiles, with its
+   CPU seconds (inclusive and without its callees) and stage. ``--profile-model-only``
+   profiles the PyMC model alone (what ``examples/akar4.py`` compiles).
+8. ``cold_install`` (not in the default list: it takes many minutes): a new user's first
+   run. A fresh virtual environment (``python -m venv --system-site-packages``, so that
+   pymc, numba and the rest come from this interpreter and nothing is downloaded) gets
+   the package from ``--package-root`` by ``pip install --no-deps`` (not editable; offline
+   with ``--no-build-isolation`` when the installed setuptools can build it), and runs
+   ``examples/akar4.py`` (``--cold-install-args``, default: its defaults, as README's first
+   command) with empty caches (kernels, numba, PyTensor's compile directory) on a
+   pseudo-terminal, as a user sees it; then once more on the same caches (the later run).
+   Recorded: the process's wall and CPU time (its children's, the C compiler's included),
+   the longest interval without output and where it ended, the example's own phase
+   times (compiling and initialising, sampling, in all) and the whole transcript
+   (``results/<output>_cold_install_{first,later}.txt``).
+
 Results: ``benchmarks/results/<output>.json`` (default ``bench_first_use``).
 """
 
@@ -61,7 +80,8 @@ from pathlib import Path
 import common
 from common import print_table, progress, report_load
 
-SECTIONS = ("import", "solve", "eval", "nutpie", "nutpie_floor", "sample")
+SECTIONS = ("import", "solve", "eval", "nutpie", "nutpie_floor", "sample", "compile_profile")
+EXTRA_SECTIONS = ("cold_install",)
 SAMPLE_MODES = ("default", "numba", "helper", "nutpie")
 
 # The SIR model of the boarding-school influenza outbreak (Stan case study "Bayesian
@@ -504,6 +524,222 @@ def bench_nutpie_floor(envs: Environments, args) -> dict:
     return out
 
 
+def bench_compile_profile(envs: Environments, args) -> dict:
+    """Section ``compile_profile``: one cold process with numba's compile events recorded."""
+    child = Path(__file__).resolve().parent / "compile_profile_child.py"
+    env = envs.fresh(numba=True, pytensor=True)
+    command = [sys.executable, str(child), str(args.package_root)]
+    if args.profile_model_only:
+        command.append("--model-only")
+    progress("  compile profile, cold (all caches empty) ...")
+    started = time.perf_counter()
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=args.timeout,
+    )
+    stages, compiles = {}, []
+    for line in proc.stdout.splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "stage" in data:
+            stages[data.pop("stage")] = data
+        elif "compiles" in data:
+            compiles = data["compiles"]
+    if proc.returncode != 0:
+        progress("    failed:\n" + "\n".join(proc.stderr.strip().splitlines()[-6:]))
+    per_stage: dict = {}
+    for row in compiles:
+        per_stage[row["stage"]] = per_stage.get(row["stage"], 0.0) + row["exclusive_s"]
+    rows = [
+        [name, f"{d['wall_s']:.1f}", f"{d['cpu_s']:.1f}", f"{per_stage.get(name, 0.0):.1f}"]
+        for name, d in stages.items()
+    ]
+    print_table(
+        ["stage", "wall s", "cpu s", "numba compiling, cpu s"],
+        rows,
+        title="\nCold first use of the AKAR4 model, stage by stage",
+    )
+    top = sorted(compiles, key=lambda r: -r["inclusive_s"])[:15]
+    print_table(
+        ["function", "stage", "signatures", "cpu s (with callees)", "cpu s (own)"],
+        [
+            [
+                f"{r['module']}.{r['function']}",
+                r["stage"],
+                r["signatures"],
+                f"{r['inclusive_s']:.1f}",
+                f"{r['exclusive_s']:.1f}",
+            ]
+            for r in top
+        ],
+        title="\nThe longest numba compiles",
+    )
+    return {
+        "stages": stages,
+        "compiles": compiles,
+        "process_wall_s": time.perf_counter() - started,
+        "model_only": args.profile_model_only,
+    }
+
+
+def run_on_terminal(command: list[str], env: dict, cwd: Path, timeout: float) -> dict:
+    """Run ``command`` on a pseudo-terminal (as a user sees it: PyMC's progress bar, our
+    in-place notices); every chunk of output with its time.
+
+    Returns ``{"returncode", "wall_s", "cpu_s" (the children's), "chunks": [(t, text)],
+    "longest_silence_s", "silence_ended_at_s", "silence_ended_by"}``.
+    """
+    import pty
+    import resource
+    import select
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    main_fd, child_fd = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env, cwd=cwd
+    )
+    os.close(child_fd)
+    chunks: list[tuple[float, str]] = []
+    deadline = started + timeout
+    while True:
+        ready, _, _ = select.select([main_fd], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(main_fd, 65536)
+            except OSError:  # the child closed the terminal
+                data = b""
+            if not data:
+                break
+            chunks.append((time.perf_counter() - started, data.decode(errors="replace")))
+        elif process.poll() is not None:
+            break
+        if time.perf_counter() > deadline:
+            process.kill()
+            chunks.append((time.perf_counter() - started, "\n[benchmark: timeout, killed]\n"))
+            break
+    returncode = process.wait()
+    wall = time.perf_counter() - started
+    os.close(main_fd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    longest, ended_at, ended_by, last = 0.0, 0.0, "", 0.0
+    for t, text in [*chunks, (wall, "[end of the process]")]:
+        if t - last > longest:
+            longest, ended_at, ended_by = t - last, t, text.strip()[:160]
+        last = t
+    return {
+        "returncode": returncode,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "chunks": chunks,
+        "longest_silence_s": longest,
+        "silence_ended_at_s": ended_at,
+        "silence_ended_by": ended_by,
+    }
+
+
+def _example_times(transcript: str) -> dict:
+    """The example's own figures: its ``time:`` line and the sampler's phase line."""
+    import re
+
+    out = {}
+    for key, pattern in (
+        ("compiling_and_initialising_s", r"compiling and initialising ([0-9.]+) s"),
+        ("sampling_s", r"sampling \(tuning and draws\) ([0-9.]+) s"),
+        ("in_all_s", r"in all ([0-9.]+) s since the run started"),
+        ("rhat_max", r"R-hat max ([0-9.]+)"),
+    ):
+        found = re.findall(pattern, transcript)
+        if found:
+            out[key] = float(found[-1])
+    return out
+
+
+def bench_cold_install(tmp: Path, package_root: Path, args) -> dict:
+    """Section ``cold_install``: examples/akar4.py in a fresh virtual environment with
+    empty caches, on a pseudo-terminal; then again on the same caches."""
+    root = tmp / "cold_install"
+    venv = root / "venv"
+    progress(f"  creating a virtual environment in {venv} ...")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = [python, "-m", "pip", "install", "--no-deps", "--quiet", str(package_root)]
+    began = time.perf_counter()
+    done = subprocess.run([*install, "--no-build-isolation", "--no-index"], capture_output=True)
+    how = "offline (--no-build-isolation --no-index)"
+    if done.returncode != 0:  # the installed setuptools cannot build it: pip's own way
+        done = subprocess.run(install, capture_output=True, text=True)
+        how = "with build isolation (pip fetched the build requirements)"
+    if done.returncode != 0:
+        progress(f"    pip install failed:\n{done.stderr[-2000:]}")
+        return {"error": "pip install failed"}
+    install_s = time.perf_counter() - began
+    where = subprocess.run(
+        [python, "-c", "import pymc_odesens; print(pymc_odesens.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYMC_ODESENS_CACHE_DIR": str(root / "probe")},
+    ).stdout.strip()
+    progress(f"    installed {how} in {install_s:.0f} s: {where}")
+    if str(venv) not in where:
+        return {"error": f"the venv imports pymc_odesens from {where}, not its own copy"}
+    env = dict(os.environ)
+    env.pop("PYTENSOR_FLAGS", None)
+    env.pop("PYTHONPATH", None)
+    env.update(
+        PYMC_ODESENS_CACHE_DIR=str(root / "kernels"),
+        NUMBA_CACHE_DIR=str(root / "numba"),
+        PYTENSOR_FLAGS=f"base_compiledir={root / 'pytensor'}",
+        TERM=os.environ.get("TERM", "xterm"),
+        COLUMNS="120",
+    )
+    example = package_root / "examples" / "akar4.py"
+    command = [python, str(example), "--plot", str(root / "akar4_fit.png")]
+    command += args.cold_install_args.split()
+    out: dict = {"install": how, "install_s": install_s, "command": command[1:]}
+    for run in ("first", "later"):
+        load = report_load(f"before the {run} run")
+        progress(f"  {run} run: {' '.join(command[1:])} ...")
+        result = run_on_terminal(command, env, root, args.timeout)
+        transcript = "".join(text for _, text in result.pop("chunks"))
+        path = common.RESULTS_DIR / f"{args.output}_cold_install_{run}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(transcript)
+        result.update(_example_times(transcript), load_before=load, transcript=str(path))
+        result["load_after"] = report_load(f"after the {run} run")
+        out[run] = result
+        progress(
+            f"    exit {result['returncode']}, wall {result['wall_s']:.0f} s, cpu "
+            f"{result['cpu_s']:.0f} s, longest silence {result['longest_silence_s']:.1f} s "
+            f"(ended at {result['silence_ended_at_s']:.0f} s by {result['silence_ended_by']!r})"
+        )
+    rows = [
+        [
+            run,
+            f"{d['wall_s']:.0f}",
+            f"{d['cpu_s']:.0f}",
+            f"{d.get('compiling_and_initialising_s', float('nan')):.1f}",
+            f"{d.get('sampling_s', float('nan')):.1f}",
+            f"{d['longest_silence_s']:.1f}",
+        ]
+        for run, d in ((r, out[r]) for r in ("first", "later"))
+    ]
+    print_table(
+        ["run", "wall s", "cpu s", "compile + init s", "sampling s", "longest silence s"],
+        rows,
+        title="\nexamples/akar4.py in a new virtual environment, empty caches, then again",
+    )
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", default=",".join(SECTIONS))
@@ -515,11 +751,21 @@ def main(argv=None) -> None:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--sample-modes", default="default,numba,helper,nutpie")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per process")
+    parser.add_argument(
+        "--profile-model-only",
+        action="store_true",
+        help="compile_profile: the PyMC model alone (no plain solves first)",
+    )
+    parser.add_argument(
+        "--cold-install-args",
+        default="",
+        help="cold_install: arguments of examples/akar4.py (default: none, its defaults)",
+    )
     args = parser.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
-    unknown = set(sections) - set(SECTIONS)
+    unknown = set(sections) - set(SECTIONS) - set(EXTRA_SECTIONS)
     if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; known: {SECTIONS}")
+        parser.error(f"unknown sections {sorted(unknown)}; known: {SECTIONS + EXTRA_SECTIONS}")
     args.sample_modes = [m for m in args.sample_modes.split(",") if m]
     if set(args.sample_modes) - set(SAMPLE_MODES):
         parser.error(f"--sample-modes must be among {SAMPLE_MODES}")
@@ -572,6 +818,10 @@ def main(argv=None) -> None:
             results["nutpie_floor"] = bench_nutpie_floor(envs, args)
         if "sample" in sections:
             results["sample"] = bench_sample(envs, args)
+        if "compile_profile" in sections:
+            results["compile_profile"] = bench_compile_profile(envs, args)
+        if "cold_install" in sections:
+            results["cold_install"] = bench_cold_install(Path(tmp), package_root, args)
         load_end = report_load("at end")
     results["load_average"] = {"start": load_start, "end": load_end}
     results["runtime_s"] = time.perf_counter() - started

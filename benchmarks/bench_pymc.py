@@ -68,7 +68,7 @@ def oscillator_case():
     data = ex.simulate_data(1)
 
     def build(kind: str, **controls):
-        coords = {"state": ex.SYSTEM.states, "time": ex.TIMES}
+        coords = {"state": ex.oscillator_system().states, "time": ex.TIMES}
         with pm.Model(coords=coords) as model:
             theta = pm.Normal("theta", 0.0, 1.0)
             y0 = pm.Normal("y0", 0.0, 1.0, dims="state")
@@ -83,7 +83,7 @@ def oscillator_case():
                 )
                 y = ode(y0=y0, theta=[theta])
             else:
-                y = ode_solution(ex.SYSTEM, y0, ex.TIMES, [theta], **controls)
+                y = ode_solution(ex.oscillator_system(), y0, ex.TIMES, [theta], **controls)
             pm.Normal("y", mu=y, sigma=sigma, observed=data, dims=("time", "state"))
         return model
 

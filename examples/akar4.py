@@ -51,18 +51,19 @@ Run:  python examples/akar4.py            (writes examples/output/akar4_fit.png)
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
-import arviz as az
-import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
-import sympy as sp
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
 
-import pymc_odesens
-from pymc_odesens import OdeSystem, ode_solution, solve
+import argparse  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import numpy as np
+    import pymc as pm
+
+    from pymc_odesens import OdeSystem
 
 HERE = Path(__file__).resolve().parent
 MODEL_PATH = HERE / "data" / "akar4.json"
@@ -110,6 +111,8 @@ def output_function(system: OdeSystem, name: str, module):
     ``module`` is ``numpy`` or ``pytensor.tensor``: the functions an output may
     use (exp, log, ...) are taken from it.
     """
+    import sympy as sp
+
     functions = {f: getattr(module, f) for f in ("exp", "log", "sqrt", "tanh", "abs")}
     function = sp.lambdify(system.state_symbols, system.outputs[name], modules=[functions])
     return lambda y: function(*[y[..., i] for i in range(system.n_states)])
@@ -117,6 +120,8 @@ def output_function(system: OdeSystem, name: str, module):
 
 def load_experiments(system: OdeSystem) -> dict:
     """Initial states (E, N), times, data and standard deviations (E, T) of the experiments."""
+    import numpy as np
+
     experiments = system.experiments
     t0 = {float(e.get("t0", system.t0)) for e in experiments}
     if len(t0) != 1:
@@ -139,6 +144,8 @@ def load_experiments(system: OdeSystem) -> dict:
 
 def log10_prior(name: str, prior: str, centre, lower, upper, shift=0.0):
     """Prior of ``log10(k) - shift``: normal (sd 1) or uniform (the article's box)."""
+    import pymc as pm
+
     if prior == "normal":
         return pm.Normal(name, mu=centre - shift, sigma=1.0)
     return pm.Uniform(name, lower=lower - shift, upper=upper - shift)
@@ -170,6 +177,12 @@ def build_model(
     ``kb, kcat`` (unit Jacobian), so the prior on ``log10 kf`` is kept exactly
     by shifting its centre or bounds.
     """
+    import numpy as np
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from pymc_odesens import ode_solution
+
     names = system.params
     centre = dict(zip(names, np.log10(system.p_nominal)))
     box = system.spec["prior"]
@@ -219,6 +232,10 @@ def build_model(
 
 def predictive_trajectories(system, exp, k_draws, times, rtol, atol) -> np.ndarray:
     """Output ``AKAR4pOUT`` (draws, E, T) for parameter draws (draws, P)."""
+    import numpy as np
+
+    from pymc_odesens import solve
+
     observable = output_function(system, OUTPUT, np)
     out = np.empty((len(k_draws), len(exp["ids"]), times.size))
     for d, k in enumerate(k_draws):
@@ -238,7 +255,10 @@ def predictive_trajectories(system, exp, k_draws, times, rtol, atol) -> np.ndarr
 
 
 def plot_fit(system, exp, idata, args) -> Path:
+    """Per experiment: the data with their stated sd, posterior trajectories of the output,
+    the 90 % posterior predictive band at the data times, and the parameter table's fit."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -249,23 +269,60 @@ def plot_fit(system, exp, idata, args) -> Path:
     times = np.linspace(exp["t0"], exp["times"].max(), 400)
     draws = predictive_trajectories(system, exp, k[chosen], times, args.rtol, args.atol)
     nominal = predictive_trajectories(system, exp, [system.p_nominal], times, args.rtol, args.atol)
+    # posterior predictive at the data times: the output of each draw plus the stated noise
+    # (several noise draws per trajectory, so that the band's quantiles are smooth)
+    at_data = np.stack(
+        [
+            np.stack(
+                [np.interp(exp["times"][e], times, draws[d, e]) for e in range(len(exp["ids"]))]
+            )
+            for d in range(len(draws))
+        ]
+    )
+    noise_draws = max(1, 4000 // len(draws))
+    predictive = at_data[:, None] + exp["stdv"] * rng.standard_normal(
+        (len(draws), noise_draws, *at_data.shape[1:])
+    )
+    band = np.quantile(predictive.reshape(-1, *at_data.shape[1:]), [0.05, 0.95], axis=0)
 
+    units = system.spec.get("units", {})
+    time_unit = units.get("time")
+    concentration = units.get("concentration", "")
     n_e = len(exp["ids"])
     fig, axes = plt.subplots(1, n_e, figsize=(4.2 * n_e, 4), sharey=True)
     for e, ax in enumerate(np.atleast_1d(axes)):
         t, data, sd = exp["times"][e], exp["data"][e], exp["stdv"][e]
-        ax.fill_between(t, data - sd, data + sd, color="0.85", label="data +- stdv")
-        ax.plot(t, data, ".", color="0.3", ms=2.5, label="data")
+        ax.fill_between(
+            t,
+            band[0, e],
+            band[1, e],
+            color="C0",
+            alpha=0.2,
+            lw=0,
+            label="posterior predictive 90 %",
+        )
         for d in range(len(draws)):
             ax.plot(times, draws[d, e], color="C0", alpha=0.08, lw=1)
-        ax.plot([], [], color="C0", label=f"{len(draws)} posterior draws")
-        ax.plot(times, nominal[0, e], "--", color="C3", lw=1, label="p_nominal")
+        ax.plot([], [], color="C0", label=f"output of {len(draws)} posterior draws")
+        ax.plot(t, data, ".", color="0.25", ms=2.5, label="data")
+        every = max(1, len(t) // 20)  # error bars on some points: all would hide the data
+        ax.errorbar(
+            t[::every],
+            data[::every],
+            yerr=sd[::every],
+            fmt="none",
+            ecolor="0.25",
+            elinewidth=0.8,
+            capsize=2,
+            label="stated sd of the data" + (f" (every {every}th point)" if every > 1 else ""),
+        )
+        ax.plot(times, nominal[0, e], "--", color="C3", lw=1, label="parameter table values")
         c0 = exp["y0"][e][system.states.index("C")]
-        ax.set_title(f"experiment {exp['ids'][e]} (C(t0) = {c0:g} uM)")
-        ax.set_xlabel("time [s]")
-    axes[0].set_ylabel(OUTPUT)
-    axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("AKAR4 phosphorylation: posterior predictive trajectories (NUTS)")
+        ax.set_title(f"experiment {exp['ids'][e]} (C(t0) = {c0:g} {concentration})".strip())
+        ax.set_xlabel(f"time [{time_unit}]" if time_unit else "time (no unit stated)")
+    axes[0].set_ylabel(f"{OUTPUT} = {system.spec['outputs'][OUTPUT]}\n(no unit stated)")
+    axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("AKAR4 phosphorylation: data and posterior (NUTS)")
     fig.tight_layout()
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.plot, dpi=120)
@@ -298,7 +355,12 @@ def note_missing_blas() -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    start = time.perf_counter()
+    started = STARTED if __name__ == "__main__" else time.perf_counter()
+    import arviz as az
+
+    import pymc_odesens
+    from pymc_odesens import OdeSystem
+
     note_missing_blas()
     system = OdeSystem.from_json(MODEL_PATH)
     exp = load_experiments(system)
@@ -307,7 +369,6 @@ def main(argv=None) -> dict:
         f"{len(exp['ids'])} experiments x {exp['times'].shape[1]} data points"
     )
     model = build_model(system, exp, args.prior, args.parameterisation, args.rtol, args.atol)
-    sample_start = time.perf_counter()
     with model:
         # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
         idata = pymc_odesens.sample(
@@ -319,14 +380,11 @@ def main(argv=None) -> dict:
             random_seed=args.seed,
             progressbar=not args.no_progressbar,
         )
-    sample_time = time.perf_counter() - sample_start
+    setup_time, sample_time = pymc_odesens.inference.sampling_times(idata)
 
     summary = az.summary(idata, var_names=["log10_k", "k"], round_to=4)
     print(summary.to_string())
-    divergences = int(idata.sample_stats["diverging"].sum())
-    rhat_max = float(summary["r_hat"].max())
-    ess_bulk_min = float(summary["ess_bulk"].min())
-    ess_tail_min = float(summary["ess_tail"].min())
+    checks = pymc_odesens.convergence_report(idata, var_names=["log10_k", "k"])
     posterior_mean = idata.posterior["k"].mean(("chain", "draw")).values
     print(
         f"\nprior: {args.prior}, parameterisation: {args.parameterisation}; "
@@ -334,11 +392,7 @@ def main(argv=None) -> dict:
         f"{args.chains} chains x {args.draws} draws ({args.tune} tuning), "
         f"target_accept {args.target_accept}"
     )
-    print(f"sampling wall time: {sample_time:.1f} s")
-    print(
-        f"R-hat max: {rhat_max:.4f}   ESS bulk min: {ess_bulk_min:.0f}   "
-        f"ESS tail min: {ess_tail_min:.0f}   divergences: {divergences}"
-    )
+    print(checks)
     print(f"\n{'parameter':<12}{'p_nominal':>12}{'post. mean':>12}{'post. median':>14}")
     median = idata.posterior["k"].median(("chain", "draw")).values
     for name, nom, mean, med in zip(system.params, system.p_nominal, posterior_mean, median):
@@ -351,18 +405,19 @@ def main(argv=None) -> dict:
             print(f"\nplot written to {plot}")
         except ImportError:
             print("\nmatplotlib is not installed: skipping the plot (pip install '.[examples]')")
-    total = time.perf_counter() - start
-    print(f"total wall time: {total:.1f} s")
+    print(pymc_odesens.inference.times_line(idata, started))
     return {
         "idata": idata,
         "summary": summary,
-        "divergences": divergences,
-        "rhat_max": rhat_max,
-        "ess_bulk_min": ess_bulk_min,
+        "checks": checks,
+        "divergences": checks.divergences,
+        "rhat_max": checks.rhat_max,
+        "ess_bulk_min": checks.ess_bulk_min,
         "posterior_mean": posterior_mean,
         "p_nominal": system.p_nominal,
+        "setup_time": setup_time,
         "sample_time": sample_time,
-        "total_time": total,
+        "total_time": time.perf_counter() - started,
         "plot": plot,
     }
 

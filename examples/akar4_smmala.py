@@ -32,23 +32,25 @@ Run:  python examples/akar4_smmala.py
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 
-import arviz as az
-import numpy as np
-import pymc as pm
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import akar4  # noqa: E402  (the model of examples/akar4.py)
+import akar4  # noqa: E402  (the model of examples/akar4.py; imports nothing heavy)
 
-from pymc_odesens import SMMALA, OdeSystem  # noqa: E402
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import arviz as az
+    import numpy as np
 
 SAMPLERS = ("nuts", "forward", "pbsr", "exp")
 VARIABLE = "log10_k"
@@ -85,7 +87,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def sample(model, sampler: str, args) -> tuple[az.InferenceData, float]:
-    """Sample with NUTS or SMMALA; returns the InferenceData and the wall time of pm.sample."""
+    """Sample with NUTS or SMMALA; returns the InferenceData and the wall time of pm.sample
+    (its compiles included)."""
+    import pymc as pm
+
+    from pymc_odesens import SMMALA
+
     kwargs = {
         "draws": args.draws,
         "tune": args.tune,
@@ -108,6 +115,10 @@ def sample(model, sampler: str, args) -> tuple[az.InferenceData, float]:
 
 def time_evaluations(model, samplers, point, repeats: int, target_accept: float) -> dict:
     """Minimum wall time (ms) of one evaluation per sampler at ``point`` (in this process)."""
+    import numpy as np
+
+    from pymc_odesens import SMMALA
+
     out = {}
     with model:
         for sampler in samplers:
@@ -136,6 +147,11 @@ def time_evaluations(model, samplers, point, repeats: int, target_accept: float)
 
 
 def summarise(idata, wall: float, sampler: str) -> dict:
+    import arviz as az
+    import numpy as np
+
+    from pymc_odesens import convergence_report
+
     summary = az.summary(idata, var_names=[VARIABLE], round_to=6)
     stats = idata.sample_stats
     warmup = idata.get("warmup_sample_stats")
@@ -151,6 +167,7 @@ def summarise(idata, wall: float, sampler: str) -> dict:
         "sd": summary["sd"].to_numpy(),
         "mcse_mean": summary["mcse_mean"].to_numpy(),
         "names": list(summary.index),
+        "checks": convergence_report(idata, var_names=[VARIABLE]),
     }
     row["ess_per_s"] = row["ess_bulk_min"] / sampling_time
     row["ess_per_s_wall"] = row["ess_bulk_min"] / wall
@@ -188,6 +205,8 @@ class Report:
 
 
 def _jsonable(value):
+    import numpy as np
+
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -198,11 +217,18 @@ def _jsonable(value):
         return value.item()
     if isinstance(value, Path):
         return str(value)
+    if hasattr(value, "lines"):  # a convergence report
+        return value.lines()
     return value
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    clock = STARTED if __name__ == "__main__" else time.perf_counter()
+    import numpy as np
+
+    from pymc_odesens import OdeSystem
+
     akar4.note_missing_blas()
     report = Report()
     load_start = os.getloadavg()
@@ -222,6 +248,8 @@ def main(argv=None) -> dict:
         idata, wall = sample(model, sampler, args)
         idatas[sampler] = idata
         results[sampler] = summarise(idata, wall, sampler)
+        for line in results[sampler]["checks"].lines():
+            report(line)
 
     reference = "nuts" if "nuts" in results else args.samplers[0]
     ref = results[reference]
@@ -273,7 +301,8 @@ def main(argv=None) -> dict:
         )
     report(
         "ESS = smallest over the three rate constants; ESS/s = bulk ESS / sampling time "
-        "(tuning + draws, after compilation); (wall) = bulk ESS / wall time of pm.sample; "
+        "(tuning + draws, after compilation); wall s and (wall): the whole pm.sample call, "
+        "compiling included; "
         "ms/iter = mean wall time of one step in the draws (one NUTS draw); eval ms = one "
         "evaluation in this process (NUTS: logp + gradient; SMMALA: logp + gradient + metric), "
         f"minimum of {args.repeats}; SMMALA failures = solver + metric failures in tuning and "
@@ -308,6 +337,7 @@ def main(argv=None) -> dict:
         f"at start {tuple(round(x, 2) for x in load_start)}, at end "
         f"{tuple(round(x, 2) for x in load_end)}; started {started}"
     )
+    report(f"time: in all {time.perf_counter() - clock:.1f} s since the run started")
     out = {
         "results": results,
         "solve_ms": solve_ms,
@@ -328,6 +358,8 @@ def main(argv=None) -> dict:
 
 def point_rates(model, point) -> np.ndarray:
     """The rate constants ``k`` (P,) at a point of the model's value variables."""
+    import numpy as np
+
     (k,) = model.replace_rvs_by_values([model["k"]])
     return np.asarray(model.compile_fn(k, inputs=model.value_vars, on_unused_input="ignore")(point))
 

@@ -23,17 +23,19 @@ Run:  python examples/lotka_volterra.py
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
-import arviz as az
-import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
 
-import pymc_odesens
-from pymc_odesens import OdeSystem, ode_solution, solve
+import argparse  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import numpy as np
+    import pymc as pm
+
+    from pymc_odesens import OdeSystem
 
 HERE = Path(__file__).resolve().parent
 MODEL_PATH = HERE / "data" / "lotka_volterra.json"
@@ -55,6 +57,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def simulate_data(system: OdeSystem, times: np.ndarray, seed: int) -> np.ndarray:
     """Observations (T, 2): the solution at ``p_nominal`` times log-normal noise."""
+    import numpy as np
+
+    from pymc_odesens import solve
+
     exact = solve(
         system,
         system.x0,
@@ -69,6 +75,11 @@ def simulate_data(system: OdeSystem, times: np.ndarray, seed: int) -> np.ndarray
 
 
 def build_model(system: OdeSystem, times: np.ndarray, data: np.ndarray) -> pm.Model:
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from pymc_odesens import ode_solution
+
     coords = {"parameter": system.params, "species": system.states, "time": times}
     with pm.Model(coords=coords) as model:
         rates = pm.LogNormal("rates", mu=0.0, sigma=1.0, dims="parameter")
@@ -90,11 +101,17 @@ def build_model(system: OdeSystem, times: np.ndarray, data: np.ndarray) -> pm.Mo
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    started = STARTED if __name__ == "__main__" else time.perf_counter()
+    import arviz as az
+    import numpy as np
+
+    import pymc_odesens
+    from pymc_odesens import OdeSystem
+
     system = OdeSystem.from_json(MODEL_PATH)
     times = np.linspace(system.t0, system.t_end, 21)[1:]
     data = simulate_data(system, times, args.seed)
     model = build_model(system, times, data)
-    start = time.perf_counter()
     with model:
         # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
         idata = pymc_odesens.sample(
@@ -107,21 +124,14 @@ def main(argv=None) -> dict:
             init="jitter+adapt_full",
             progressbar=not args.no_progressbar,
         )
-    sample_time = time.perf_counter() - start
+    setup_time, sample_time = pymc_odesens.inference.sampling_times(idata)
 
     var_names = ["rates", "y0", "sigma"]
     summary = az.summary(idata, var_names=var_names, round_to=4)
     print(summary.to_string())
-    divergences = int(idata.sample_stats["diverging"].sum())
-    rhat_max = float(summary["r_hat"].max())
-    ess_bulk_min = float(summary["ess_bulk"].min())
-    print(
-        f"\n{args.chains} chains x {args.draws} draws ({args.tune} tuning): "
-        f"sampling wall time {sample_time:.1f} s"
-    )
-    print(
-        f"R-hat max: {rhat_max:.4f}   ESS bulk min: {ess_bulk_min:.0f}   divergences: {divergences}"
-    )
+    checks = pymc_odesens.convergence_report(idata, var_names=var_names)
+    print(f"\n{args.chains} chains x {args.draws} draws ({args.tune} tuning)")
+    print(checks)
 
     hdi = az.hdi(idata, hdi_prob=HDI_PROB, var_names=var_names)
     mean = idata.posterior.mean(("chain", "draw"))
@@ -140,12 +150,15 @@ def main(argv=None) -> dict:
                 f"{var + '[' + name + ']':<18}{truth:>8.3f}{m:>9.3f}   [{lo:6.3f}, {hi:6.3f}]"
                 f"  {'inside' if inside else 'OUTSIDE'}"
             )
+    print(pymc_odesens.inference.times_line(idata, started))
     return {
         "idata": idata,
         "summary": summary,
-        "divergences": divergences,
-        "rhat_max": rhat_max,
-        "ess_bulk_min": ess_bulk_min,
+        "checks": checks,
+        "divergences": checks.divergences,
+        "rhat_max": checks.rhat_max,
+        "ess_bulk_min": checks.ess_bulk_min,
+        "setup_time": setup_time,
         "sample_time": sample_time,
         "rows": rows,
         "p_nominal": system.p_nominal,

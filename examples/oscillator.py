@@ -19,20 +19,24 @@ Run:  python examples/oscillator.py
 
 from __future__ import annotations
 
-import argparse
 import time
 
-import arviz as az
-import numpy as np
-import pymc as pm
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
 
-import pymc_odesens
-from pymc_odesens import OdeSystem, ode_solution, solve
+import argparse  # noqa: E402
+from functools import cache  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import numpy as np
+    import pymc as pm
+
+    from pymc_odesens import OdeSystem
 
 THETA = 0.15
-Y0 = np.array([1.0, 0.0])
+Y0 = (1.0, 0.0)
 SIGMA = 0.1
-TIMES = np.arange(1.0, 11.0)
+TIMES = tuple(float(t) for t in range(1, 11))
 HDI_PROB = 0.94
 
 
@@ -40,9 +44,14 @@ def damped_oscillator(t, y, p):
     return [y[1], -y[0] - p.theta * y[1]]
 
 
-SYSTEM = OdeSystem(
-    damped_oscillator, states=["y1", "y2"], params=["theta"], name="damped_oscillator"
-)
+@cache
+def oscillator_system() -> OdeSystem:
+    """The ODE system (built on first use: ``--help`` does not import the package)."""
+    from pymc_odesens import OdeSystem
+
+    return OdeSystem(
+        damped_oscillator, states=["y1", "y2"], params=["theta"], name="damped_oscillator"
+    )
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -64,8 +73,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def simulate_data(seed: int) -> np.ndarray:
     """Observations (10, 2): the exact solution plus normal noise of sd 0.1."""
+    import numpy as np
+
+    from pymc_odesens import solve
+
     exact = solve(
-        SYSTEM,
+        oscillator_system(),
         Y0,
         TIMES,
         [THETA],
@@ -77,32 +90,44 @@ def simulate_data(seed: int) -> np.ndarray:
 
 
 def build_model(data: np.ndarray) -> pm.Model:
-    coords = {"state": SYSTEM.states, "time": TIMES}
+    import pymc as pm
+
+    from pymc_odesens import ode_solution
+
+    system = oscillator_system()
+    coords = {"state": system.states, "time": TIMES}
     with pm.Model(coords=coords) as model:
         theta = pm.Normal("theta", 0.0, 1.0)
         y0 = pm.Normal("y0", 0.0, 1.0, dims="state")
         sigma = pm.HalfNormal("sigma", 2.5, dims="state")
-        y = ode_solution(SYSTEM, y0, TIMES, [theta], method="rk45")
+        y = ode_solution(system, y0, TIMES, [theta], method="rk45")
         pm.Normal("y", mu=y, sigma=sigma, observed=data, dims=("time", "state"))
     return model
 
 
 def truth_in_hdi(idata) -> list[tuple[str, float, float, float, bool]]:
     """``(name, truth, low, high, inside)`` for theta, y0 and sigma."""
+    import arviz as az
+
+    states = oscillator_system().states
     hdi = az.hdi(idata, hdi_prob=HDI_PROB, var_names=["theta", "y0", "sigma"])
     rows = [("theta", THETA, *hdi["theta"].values)]
-    for i, state in enumerate(SYSTEM.states):
+    for i, state in enumerate(states):
         rows.append((f"y0[{state}]", Y0[i], *hdi["y0"].sel(state=state).values))
-    for state in SYSTEM.states:
+    for state in states:
         rows.append((f"sigma[{state}]", SIGMA, *hdi["sigma"].sel(state=state).values))
     return [(name, truth, lo, hi, bool(lo <= truth <= hi)) for name, truth, lo, hi in rows]
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    started = STARTED if __name__ == "__main__" else time.perf_counter()
+    import arviz as az
+
+    import pymc_odesens
+
     data = simulate_data(args.seed)
     model = build_model(data)
-    start = time.perf_counter()
     with model:
         # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
         idata = pymc_odesens.sample(
@@ -114,20 +139,16 @@ def main(argv=None) -> dict:
             nuts_sampler=args.nuts_sampler,
             progressbar=not args.no_progressbar,
         )
-    sample_time = time.perf_counter() - start
+    setup_time, sample_time = pymc_odesens.inference.sampling_times(idata)
 
     summary = az.summary(idata, var_names=["theta", "y0", "sigma"], round_to=4)
     print(summary.to_string())
-    divergences = int(idata.sample_stats["diverging"].sum())
-    rhat_max = float(summary["r_hat"].max())
-    ess_bulk_min = float(summary["ess_bulk"].min())
+    checks = pymc_odesens.convergence_report(idata, var_names=["theta", "y0", "sigma"])
     print(
         f"\n{args.nuts_sampler} NUTS, {args.chains} chains x {args.draws} draws "
-        f"({args.tune} tuning): sampling wall time {sample_time:.1f} s"
+        f"({args.tune} tuning)"
     )
-    print(
-        f"R-hat max: {rhat_max:.4f}   ESS bulk min: {ess_bulk_min:.0f}   divergences: {divergences}"
-    )
+    print(checks)
 
     rows = truth_in_hdi(idata)
     print(f"\n{'quantity':<12}{'truth':>8}   {HDI_PROB:.0%} HDI")
@@ -137,12 +158,15 @@ def main(argv=None) -> dict:
         )
     all_inside = all(row[-1] for row in rows)
     print("truth inside every 94% HDI" if all_inside else "truth OUTSIDE some 94% HDI")
+    print(pymc_odesens.inference.times_line(idata, started))
     return {
         "idata": idata,
         "summary": summary,
-        "divergences": divergences,
-        "rhat_max": rhat_max,
-        "ess_bulk_min": ess_bulk_min,
+        "checks": checks,
+        "divergences": checks.divergences,
+        "rhat_max": checks.rhat_max,
+        "ess_bulk_min": checks.ess_bulk_min,
+        "setup_time": setup_time,
         "sample_time": sample_time,
         "hdi_rows": rows,
         "truth_in_hdi": all_inside,

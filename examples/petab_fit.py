@@ -42,21 +42,20 @@ Run:  python examples/petab_fit.py          (writes examples/output/petab_fit_<p
 
 from __future__ import annotations
 
-import argparse
-import math
-import os
 import time
-from pathlib import Path
 
-import arviz as az
-import numpy as np
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
 
-import pymc_odesens
-from pymc_odesens.inference.checkpoint import TraceCheckpoint, write_trace
-from pymc_odesens.inference.time_limit import TimeLimit
-from pymc_odesens.petab import PetabProblem
-from pymc_odesens.petab.experiments import condition_label
-from pymc_odesens.petab.measurements import measurement_conditions
+import argparse  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import arviz as az
+
+    from pymc_odesens.petab import PetabProblem
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBLEM = "Boehm_JProteomeRes2014"
@@ -196,7 +195,10 @@ def _mode_step(model, args) -> dict:
         return {}
     if args.sampler != "pymc":
         raise SystemExit("--mode-mass-matrix needs --sampler pymc")
+    import pymc_odesens
+
     began = time.perf_counter()
+    print("finding the posterior mode (L-BFGS-B) for the mass matrix ...", flush=True)
     step, mode = pymc_odesens.mode_metric_nuts(model, target_accept=args.target_accept)
     print(
         f"mass matrix from the Hessian at the mode: log-density {mode.log_density:.4f}, "
@@ -214,6 +216,13 @@ def _start(problem: PetabProblem, args) -> dict:
 
 
 def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
+    import arviz as az
+    import numpy as np
+
+    import pymc_odesens
+    from pymc_odesens.inference.checkpoint import TraceCheckpoint
+    from pymc_odesens.inference.time_limit import TimeLimit
+
     # the limit counts from here: model, mode search and tuning included
     limit = {"callback": TimeLimit(60 * args.time_limit)} if args.time_limit else {}
     model = problem.build_model(sensitivity=args.sensitivity)
@@ -310,6 +319,8 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
 
 
 def _scale(values, transformation: str, inverse: bool = False):
+    import numpy as np
+
     if transformation == "lin":
         return values
     if transformation == "log":
@@ -317,13 +328,45 @@ def _scale(values, transformation: str, inverse: bool = False):
     return 10.0**values if inverse else np.log10(values)
 
 
+def sbml_time_unit(sbml_model) -> str | None:
+    """The time unit an SBML model states ("min", "s", "h", or libsbml's text of it).
+
+    SBML Level 3 names it in the model's ``timeUnits`` (None when absent); in Level 2 the
+    unit definition ``time`` redefines the built-in time unit, which is the second.
+    """
+    import libsbml
+
+    unit_id = sbml_model.getTimeUnits() if sbml_model.getLevel() >= 3 else "time"
+    if not unit_id:
+        return None
+    definition = sbml_model.getUnitDefinition(unit_id)
+    if definition is None:
+        base = unit_id if sbml_model.getLevel() >= 3 else "second"
+        return {"second": "s"}.get(base, base)
+    units = list(definition.getListOfUnits())
+    if (
+        len(units) == 1
+        and units[0].getKind() == libsbml.UNIT_KIND_SECOND
+        and units[0].getExponent() == 1
+    ):
+        factor = units[0].getMultiplier() * 10.0 ** units[0].getScale()
+        names = {1.0: "s", 60.0: "min", 3600.0: "h", 86400.0: "d"}
+        return names.get(factor, f"{factor:g} s")
+    return libsbml.UnitDefinition.printUnits(definition, True)
+
+
 def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_panels: int = 48):
     """Every observable per condition: data, noise, posterior predictive band, median fit."""
     import matplotlib
+    import numpy as np
+
+    from pymc_odesens.petab.experiments import condition_label
+    from pymc_odesens.petab.measurements import measurement_conditions
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    time_unit = sbml_time_unit(problem.petab_problem.model.sbml_model)
     posterior = idata.posterior
     ids = list(problem.parameters.ids)
     draws = np.stack([posterior[pid].values.reshape(-1) for pid in ids], axis=1)
@@ -381,7 +424,7 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
             color="k",
             ms=3,
             lw=0.8,
-            label="data +- noise",
+            label="data \u00b1 noise sd (at the posterior mean)",
         )
         if not finite.all():
             ax.axvline(right, color="0.7", lw=0.5)
@@ -389,7 +432,8 @@ def plot_fit(problem: PetabProblem, idata: az.InferenceData, path: Path, max_pan
         if observable.transformation != "lin":
             ax.set_yscale("log")
         ax.set_title(f"{observable.id}\n{label}", fontsize=8)
-        ax.set_xlabel("time")
+        ax.set_xlabel(f"time [{time_unit}]" if time_unit else "time (no unit stated)", fontsize=8)
+        ax.set_ylabel(f"{observable.id} (no unit stated)", fontsize=7)
     for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
@@ -410,8 +454,10 @@ def sampling_line(
     divergences: int,
     wall: float,
 ) -> str:
-    """The run's last line: what was sampled, which after an interrupt (Ctrl-C: PyMC keeps
-    the draws so far, of the chains it can keep at one length) is less than asked for."""
+    """What was sampled (which after an interrupt, Ctrl-C: PyMC keeps the draws so far, of
+    the chains it can keep at one length, is less than asked for), with the wall time of the
+    fit (``wall``: building the model, the compiles, a mode search, sampling and the
+    predictive draws)."""
     chains, draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]
     resumed = int(idata.sample_stats.attrs.get("resumed_draws", 0))
     expected = (chains if resumed else args.chains, resumed + args.draws)
@@ -434,7 +480,7 @@ def sampling_line(
         tuning = f"{args.tune} tuning steps"
     return (
         f"R-hat max {rhat_max:.4f}, divergences {divergences}, "
-        f"sampling wall time{' of this run' if resumed else ''} {wall:.1f} s "
+        f"wall time of the fit{' in this run' if resumed else ''} {wall:.1f} s "
         f"({chains} chains x {draws} draws, "
         f"{tuning}, {args.sampler}{asked})"
     )
@@ -442,6 +488,13 @@ def sampling_line(
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    started = STARTED if __name__ == "__main__" else time.perf_counter()
+    import arviz as az
+
+    import pymc_odesens
+    from pymc_odesens.inference.checkpoint import write_trace
+    from pymc_odesens.petab import PetabProblem
+
     problem = PetabProblem.from_yaml(args.problem)
     print(problem)
     print(f"model and data: {problem.publication or '(no publication in the SBML annotation)'}")
@@ -458,12 +511,12 @@ def main(argv=None) -> dict:
         print(f"wrote {args.save_trace}")
     summary = az.summary(idata, var_names=list(problem.parameters.ids), round_to=4)
     print(summary.to_string())
-    rhat_max = float(summary["r_hat"].max())
-    divergences = int(idata.sample_stats["diverging"].sum())
+    checks = pymc_odesens.convergence_report(idata, var_names=list(problem.parameters.ids))
     if "n_steps" in idata.sample_stats:
         steps = idata.sample_stats["n_steps"].values
         print(f"leapfrog steps per draw: mean {steps.mean():.0f}, max {steps.max():.0f}")
-    print(sampling_line(idata, args, rhat_max, divergences, wall))
+    print(sampling_line(idata, args, checks.rhat_max, checks.divergences, wall))
+    print(checks)
     plot = None
     if not args.no_plot:
         try:
@@ -474,12 +527,14 @@ def main(argv=None) -> dict:
             target = args.plot or HERE / "output" / f"petab_fit_{problem.name}.png"
             plot = plot_fit(problem, idata, target)
             print(f"wrote {plot}")
+    print(pymc_odesens.inference.times_line(idata, started))
     return {
         "problem": problem,
         "idata": idata,
         "summary": summary,
-        "rhat_max": rhat_max,
-        "divergences": divergences,
+        "checks": checks,
+        "rhat_max": checks.rhat_max,
+        "divergences": checks.divergences,
         "wall_time": wall,
         "plot": plot,
     }

@@ -24,25 +24,29 @@ Run:  python examples/pk_dosing.py            (writes examples/output/pk_dosing_
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
-import arviz as az
-import numpy as np
-import pymc as pm
+STARTED = time.perf_counter()  # the run's clock: the heavy imports below are part of it
 
-import pymc_odesens
-from pymc_odesens import OdeSystem, ode_solution, solve
-from pymc_odesens.model import ExplicitEvent
+import argparse  # noqa: E402
+from functools import cache  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # the heavy imports happen inside the functions (``--help`` stays fast)
+    import numpy as np
+    import pymc as pm
+
+    from pymc_odesens import OdeSystem
 
 DOSE = 100.0  # mg every 12 h
 N_DOSES = 7
 INTERVAL = 12.0
 TRUTH = {"ka": 1.1, "CL": 4.0, "V": 30.0, "t_lag": 0.6, "sigma": 0.15}
 ADDITIVE_SD = 0.05  # mg/L, known
-TIMES = np.array(
-    [
+TIMES = tuple(
+    float(t)
+    for t in [
         0.5,
         1,
         2,
@@ -77,18 +81,23 @@ def one_compartment(t, y, p):
     return [-p.ka * y.gut, p.ka * y.gut - p.CL / p.V * y.central]
 
 
-DOSING = ExplicitEvent(
-    lambda p: [p.t_lag + INTERVAL * k for k in range(N_DOSES)],
-    affect=lambda t, y, p: [y.gut + DOSE, y.central],
-    name="dose",
-)
-SYSTEM = OdeSystem(
-    one_compartment,
-    states=["gut", "central"],
-    params=["ka", "CL", "V", "t_lag"],
-    events=[DOSING],
-    name="one_compartment_oral",
-)
+@cache
+def pk_system() -> OdeSystem:
+    """The ODE system with its doses as explicit events (built on first use)."""
+    from pymc_odesens import ExplicitEvent, OdeSystem
+
+    dosing = ExplicitEvent(
+        lambda p: [p.t_lag + INTERVAL * k for k in range(N_DOSES)],
+        affect=lambda t, y, p: [y.gut + DOSE, y.central],
+        name="dose",
+    )
+    return OdeSystem(
+        one_compartment,
+        states=["gut", "central"],
+        params=["ka", "CL", "V", "t_lag"],
+        events=[dosing],
+        name="one_compartment_oral",
+    )
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -112,10 +121,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def concentration(params: np.ndarray, times: np.ndarray = TIMES) -> np.ndarray:
+def concentration(params: np.ndarray, times=TIMES) -> np.ndarray:
     """Plasma concentration ``central / V`` at ``times`` (a plain solve)."""
+    from pymc_odesens import solve
+
     y = solve(
-        SYSTEM,
+        pk_system(),
         [0.0, 0.0],
         times,
         params,
@@ -127,12 +138,19 @@ def concentration(params: np.ndarray, times: np.ndarray = TIMES) -> np.ndarray:
 
 
 def simulate_data(seed: int) -> np.ndarray:
+    import numpy as np
+
     exact = concentration(np.array([TRUTH[k] for k in ("ka", "CL", "V", "t_lag")]))
     sd = np.sqrt((TRUTH["sigma"] * exact) ** 2 + ADDITIVE_SD**2)
     return exact + sd * np.random.default_rng(seed).normal(size=exact.shape)
 
 
 def build_model(data: np.ndarray, sensitivity: str = "forward") -> pm.Model:
+    import numpy as np
+    import pymc as pm
+
+    from pymc_odesens import ode_solution
+
     with pm.Model(coords={"time": TIMES}) as model:
         ka = pm.LogNormal("ka", np.log(1.0), 0.5)
         cl = pm.LogNormal("CL", np.log(5.0), 0.5)
@@ -140,7 +158,7 @@ def build_model(data: np.ndarray, sensitivity: str = "forward") -> pm.Model:
         t_lag = pm.LogNormal("t_lag", np.log(0.5), 0.5)
         sigma = pm.HalfNormal("sigma", 0.5)
         y = ode_solution(
-            SYSTEM,
+            pk_system(),
             [0.0, 0.0],
             TIMES,
             [ka, cl, v, t_lag],
@@ -156,25 +174,40 @@ def build_model(data: np.ndarray, sensitivity: str = "forward") -> pm.Model:
 
 
 def plot_fit(idata, data: np.ndarray, path: Path) -> None:
+    """The data with the noise sd the model fits, posterior trajectories of the concentration,
+    its 90 % posterior predictive band (with the fitted noise), and the truth."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     post = idata.posterior
     draws = np.stack([post[name].values.ravel() for name in ("ka", "CL", "V", "t_lag")], axis=1)
+    sigma = post["sigma"].values.ravel()
     grid = np.linspace(0.0, 72.0, 600)
     rng = np.random.default_rng(0)
+    chosen = rng.choice(len(draws), size=min(60, len(draws)), replace=False)
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for row in draws[rng.choice(len(draws), size=min(60, len(draws)), replace=False)]:
-        ax.plot(grid, concentration(row, grid), color="C0", alpha=0.12, lw=1)
+    curves = np.stack([concentration(draws[index], grid) for index in chosen])
+    # the measurement model on the grid: each curve with its draw's noise (several noise
+    # draws per curve, so that the quantiles are smooth)
+    sd = np.sqrt((sigma[chosen, None] * curves) ** 2 + ADDITIVE_SD**2)
+    noisy = curves[:, None] + sd[:, None] * rng.standard_normal((len(chosen), 50, grid.size))
+    band = np.quantile(noisy.reshape(-1, grid.size), [0.05, 0.95], axis=0)
+    ax.fill_between(
+        grid, band[0], band[1], color="C0", alpha=0.2, lw=0, label="posterior predictive 90 %"
+    )
+    for curve in curves:
+        ax.plot(grid, curve, color="C0", alpha=0.12, lw=1)
+    ax.plot([], [], color="C0", label=f"concentration of {len(chosen)} posterior draws")
     truth = np.array([TRUTH[k] for k in ("ka", "CL", "V", "t_lag")])
     ax.plot(grid, concentration(truth, grid), color="k", lw=1.2, ls="--", label="truth")
-    ax.plot(TIMES, data, "o", color="C3", label="data")
-    ax.set_xlabel("time (h)")
-    ax.set_ylabel("plasma concentration (mg/L)")
-    ax.set_title(f"oral dosing every {INTERVAL:g} h: posterior trajectories")
-    ax.legend()
+    ax.plot(TIMES, data, "o", color="C3", ms=4, label="data (simulated)")
+    ax.set_xlabel("time [h]")
+    ax.set_ylabel("plasma concentration [mg/L]")
+    ax.set_title(f"oral dosing every {INTERVAL:g} h: data and posterior")
+    ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -183,9 +216,13 @@ def plot_fit(idata, data: np.ndarray, path: Path) -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    started = STARTED if __name__ == "__main__" else time.perf_counter()
+    import arviz as az
+
+    import pymc_odesens
+
     data = simulate_data(args.seed)
     model = build_model(data, args.sensitivity)
-    start = time.perf_counter()
     with model:
         # pm.sample with the log-density compiled in NUMBA mode (docs/pymc.md)
         idata = pymc_odesens.sample(
@@ -197,20 +234,16 @@ def main(argv=None) -> dict:
             target_accept=args.target_accept,
             progressbar=not args.no_progressbar,
         )
-    sample_time = time.perf_counter() - start
+    setup_time, sample_time = pymc_odesens.inference.sampling_times(idata)
     names = ["ka", "CL", "V", "t_lag", "sigma"]
     summary = az.summary(idata, var_names=names, round_to=4)
     print(summary.to_string())
-    divergences = int(idata.sample_stats["diverging"].sum())
-    rhat_max = float(summary["r_hat"].max())
-    ess_bulk_min = float(summary["ess_bulk"].min())
+    checks = pymc_odesens.convergence_report(idata, var_names=names)
     print(
-        f"\nNUTS ({args.sensitivity} sensitivities), {args.chains} chains x {args.draws} draws: "
-        f"sampling wall time {sample_time:.1f} s"
+        f"\nNUTS ({args.sensitivity} sensitivities), {args.chains} chains x {args.draws} draws "
+        f"({args.tune} tuning)"
     )
-    print(
-        f"R-hat max: {rhat_max:.4f}   ESS bulk min: {ess_bulk_min:.0f}   divergences: {divergences}"
-    )
+    print(checks)
     hdi = az.hdi(idata, hdi_prob=HDI_PROB, var_names=names)
     rows = [(name, TRUTH[name], *hdi[name].values) for name in names]
     print(f"\n{'quantity':<8}{'truth':>8}   {HDI_PROB:.0%} HDI")
@@ -220,12 +253,15 @@ def main(argv=None) -> dict:
     if not args.no_plot:
         plot_fit(idata, data, OUTPUT)
         print(f"\nwrote {OUTPUT}")
+    print(pymc_odesens.inference.times_line(idata, started))
     return {
         "idata": idata,
         "summary": summary,
-        "divergences": divergences,
-        "rhat_max": rhat_max,
-        "ess_bulk_min": ess_bulk_min,
+        "checks": checks,
+        "divergences": checks.divergences,
+        "rhat_max": checks.rhat_max,
+        "ess_bulk_min": checks.ess_bulk_min,
+        "setup_time": setup_time,
         "sample_time": sample_time,
         "truth_in_hdi": all(lo <= truth <= hi for _, truth, lo, hi in rows),
     }

@@ -18,10 +18,6 @@ import argparse
 import os
 from pathlib import Path
 
-import numpy as np
-
-from pymc_odesens import OdeSystem, solve
-
 SHARED = Path(
     os.environ.get("PYMC_ODESENS_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")
 )
@@ -42,6 +38,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    import numpy as np
+
+    from pymc_odesens import OdeSystem, solve
+
     system = OdeSystem.from_sbml(args.model)
     if args.model == DEFAULT_MODEL:
         print(f"model: {CITATION}")

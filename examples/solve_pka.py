@@ -16,10 +16,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
-
-from pymc_odesens import OdeSystem, solve
-
 HERE = Path(__file__).resolve().parent
 
 
@@ -44,6 +40,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    started = time.perf_counter()
+    import numpy as np
+
+    from pymc_odesens import OdeSystem, solve
+
     system = OdeSystem.from_json(HERE / "data" / "pka.json")
     times = np.linspace(system.t0, system.t_end, args.output_times)
     print(f"{system.name}: {system.n_states} states, {system.n_params} parameters")
@@ -94,6 +95,7 @@ def main(argv=None) -> dict:
         row = f"{times[i]:8.1f}" + "".join(f"{v:12.4g}" for v in reference[i])
         print(row)
     if args.no_plot:
+        print(f"time: in all {time.perf_counter() - started:.1f} s")
         return results
     try:
         import matplotlib
@@ -109,8 +111,13 @@ def main(argv=None) -> dict:
     for i, name in enumerate(system.states):
         if np.abs(reference[:, i]).max() > 0:
             ax.plot(times, reference[:, i], label=name)
-    ax.set_xlabel("time [s]")
-    ax.set_ylabel("concentration")
+    units = system.spec.get("units", {})
+    ax.set_xlabel(f"time [{units['time']}]" if "time" in units else "time (no unit stated)")
+    ax.set_ylabel(
+        f"concentration [{units['concentration']}]"
+        if "concentration" in units
+        else "concentration (no unit stated)"
+    )
     ax.set_yscale("symlog", linthresh=1e-4)
     ax.set_title(f"PKA activation ({first_method}, rtol {args.rtol:g}, atol {args.atol:g})")
     ax.legend(fontsize=7, ncol=2)
@@ -118,6 +125,7 @@ def main(argv=None) -> dict:
     path = out_dir / "pka_trajectory.png"
     fig.savefig(path, dpi=120)
     print(f"\nplot written to {path.relative_to(HERE.parent)}")
+    print(f"time: in all {time.perf_counter() - started:.1f} s")
     return results
 
 

@@ -19,13 +19,16 @@ when first used, so ``import pymc_odesens`` for :func:`solve` alone does not pay
 
 from importlib import import_module
 
+from pymc_odesens.caching.compile_notice import install_compile_notices
 from pymc_odesens.caching.numba_cache_guard import purge_stale_numba_cache
 from pymc_odesens.caching.numba_cache_verification import verify_numba_cache
 
 # before any module loads numba-cached machine code: drop it if the sources changed, and
-# have numba verify (SHA-256) what it loads of the package's functions from now on
+# have numba verify (SHA-256) what it loads of the package's functions from now on; any
+# compile that runs longer than a moment says so on stderr (a new install compiles minutes)
 purge_stale_numba_cache()
 verify_numba_cache()
+install_compile_notices()
 
 # isort: split
 from pymc_odesens import math
@@ -74,12 +77,14 @@ _LAZY = {
     "TraceCheckpoint": "pymc_odesens.inference",
     "TimeLimit": "pymc_odesens.inference",
     "find_posterior_mode": "pymc_odesens.inference",
+    "find_modes": "pymc_odesens.inference",
     "sample_posterior_predictive": "pymc_odesens.inference",
     "sampling_compile_kwargs": "pymc_odesens.inference",
     "recover_marginalized": "pymc_odesens.inference",
     "marginal_normal": "pymc_odesens.ops",
     "NormalPrior": "pymc_odesens.ops",
     "InverseGammaPrior": "pymc_odesens.ops",
+    "convergence_report": "pymc_odesens.inference",
     "OdeSolverFailureWarning": "pymc_odesens.ops",
     "choose_sensitivity_route": "pymc_odesens.ops",
     "failure_counts": "pymc_odesens.ops",
@@ -153,8 +158,10 @@ __all__ = [
     "TraceCheckpoint",
     "TimeLimit",
     "find_posterior_mode",
+    "find_modes",
     "sample_posterior_predictive",
     "sampling_compile_kwargs",
+    "convergence_report",
     "OdeSolution",
     "OdeSolverError",
     "MaxNumStepsError",

@@ -9,11 +9,17 @@ the variable, rather than failing test by test.
 
 Kernels are compiled into the usual on-disk cache (``$PYMC_ODESENS_CACHE_DIR``, default
 ``~/.cache/pymc_odesens``), so a second run of the suite reuses them.
+
+The tests run in the order of :data:`PHASES`, not in pytest's alphabetical one: the quick
+unit tests of the layers first, the long runs (sampling, the documentation's examples, the
+examples end to end) last. Each phase announces itself when it starts, and the summary
+lists the wall time of every phase.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +42,84 @@ def pytest_sessionstart(session) -> None:
             "models alone.",
             returncode=4,
         )
+
+
+PHASES: list[tuple[str, tuple[str, ...]]] = [
+    # (what the phase is, the test paths it holds), in the order they run
+    (
+        "the package and its layers",
+        ("test_layers.py", "test_package.py", "test_compile.py", "caching/"),
+    ),
+    ("model, code generation, solvers", ("model/", "codegen/", "solvers/")),
+    ("sensitivities", ("sensitivity/",)),
+    ("PyTensor Ops", ("ops/", "test_stan.py", "test_deprecated_paths.py")),
+    ("PEtab problems", ("petab/",)),
+    ("the SBML Test Suite sample", ("sbml_suite/",)),
+    ("benchmark helpers", ("benchmarks/",)),
+    ("inference: samplers, modes, metrics (long: they sample)", ("inference/",)),
+    ("the documentation's code blocks (long: some sample)", ("test_docs.py",)),
+    ("the examples end to end (the longest phase)", ("examples/",)),
+]
+_TESTS_DIR = Path(__file__).resolve().parent
+
+
+def _phase(item) -> int:
+    """The index of the phase of a collected test (unknown paths go with the first one)."""
+    try:
+        path = Path(item.path).resolve().relative_to(_TESTS_DIR).as_posix()
+    except ValueError:
+        return 0
+    for index, (_, prefixes) in enumerate(PHASES):
+        if any(path == p or path.startswith(p) for p in prefixes):
+            return index
+    return 0
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    # a stable sort: pytest's order within a phase, the phases in the order of PHASES
+    items.sort(key=_phase)
+    config._pymc_odesens_phases = {"first": {}, "times": {}, "current": None}
+    for item in items:
+        config._pymc_odesens_phases["first"].setdefault(_phase(item), item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the terminal reporter names the test's file
+def pytest_runtest_logstart(nodeid, location) -> None:
+    state = getattr(_CONFIG.get("config"), "_pymc_odesens_phases", None)
+    if state is None:
+        return
+    index = next((i for i, first in state["first"].items() if first == nodeid), None)
+    if index is None:
+        return
+    now = time.perf_counter()
+    if state["current"] is not None:
+        started, previous = state["current"]
+        state["times"][previous] = now - started
+    state["current"] = (now, index)
+    reporter = _CONFIG["config"].pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        if reporter._tw.width_of_current_line:  # after the progress dots of -q
+            reporter._tw.line()
+        reporter.currentfspath = None  # the next test's file is named again
+        reporter.write_line(f"-- phase {index + 1} of {len(PHASES)}: {PHASES[index][0]}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    state = getattr(config, "_pymc_odesens_phases", None)
+    if not state or state["current"] is None:
+        return
+    started, last = state["current"]
+    state["times"][last] = time.perf_counter() - started
+    terminalreporter.write_sep("-", "wall time per phase")
+    for index, seconds in sorted(state["times"].items()):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {PHASES[index][0]}")
+
+
+_CONFIG: dict = {}
+
+
+def pytest_configure(config) -> None:
+    _CONFIG["config"] = config
 
 
 def model_path(name: str) -> Path:

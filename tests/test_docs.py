@@ -1,8 +1,16 @@
 """Every Python code block in README.md and docs/*.md runs as written.
 
 The blocks of one file run in order in one namespace (a page reads top to bottom, and a
-later block may use what an earlier one defined), with the repository root as the working
-directory. A block that is deliberately not runnable on its own (a fragment, or a run
+later block may use what an earlier one defined). Every page runs from a temporary working
+directory with ``PYMC_ODESENS_SHARED_DIR`` set, as README's "Reference material" tells a
+user to do: a snippet that reads the reference material finds it through that variable
+(``Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", "../shared"))``), never through the
+working directory. The pages that read the variable run a second time in the default
+layout: from the repository root with the variable unset, ``shared/`` beside the
+repository (skipped where this checkout has no such folder). The other pages cannot depend
+on the layout: they have run from a temporary directory without reading the variable.
+
+A block that is deliberately not runnable on its own (a fragment, or a run
 that takes minutes) is marked by an HTML comment on the line before its fence, which
 names why::
 
@@ -21,8 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHARED_VARIABLE = "PYMC_ODESENS_SHARED_DIR"
+DEFAULT_SHARED = ROOT.parent / "shared"  # the default layout: `../shared` from the root
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _NOT_RUN = re.compile(r"^<!--\s*not run:\s*(.+?)\s*-->\s*$")
 
@@ -74,12 +86,10 @@ def test_block_extraction_and_markers():
         python_blocks("```python\nx = 1\n")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_code_blocks_run(page, monkeypatch):
-    monkeypatch.chdir(ROOT)
+def run_page(page: Path) -> None:
+    """Run the Python blocks of ``page`` in order, in one namespace."""
     namespace: dict = {"__name__": f"docs_{page.stem}"}
-    blocks = python_blocks(page.read_text())
-    for line, source, reason in blocks:
+    for line, source, reason in python_blocks(page.read_text()):
         if reason:
             continue
         code = compile(source, f"{page.relative_to(ROOT)}:{line}", "exec")
@@ -90,3 +100,48 @@ def test_code_blocks_run(page, monkeypatch):
                 f"{page.relative_to(ROOT)}: the code block at line {line} fails: "
                 f"{type(err).__name__}: {err}"
             ) from err
+
+
+def reads_shared_variable(page: Path) -> bool:
+    """Whether a run block of ``page`` finds files through ``PYMC_ODESENS_SHARED_DIR``."""
+    return any(
+        SHARED_VARIABLE in source
+        for _, source, reason in python_blocks(page.read_text())
+        if not reason
+    )
+
+
+def test_pages_that_read_material_use_the_variable():
+    """A run block that names a file of the reference material or of examples/ goes
+    through the variable (a path relative to the working directory fails elsewhere)."""
+    relative = re.compile(r"""["'](\.\./shared/|examples/|shared/)""")
+    offenders = [
+        f"{page.relative_to(ROOT)}:{line}"
+        for page in PAGES
+        for line, source, reason in python_blocks(page.read_text())
+        if not reason and relative.search(source)
+    ]
+    assert not offenders, f"blocks with paths relative to the working directory: {offenders}"
+    assert [p.name for p in PAGES if reads_shared_variable(p)], "no page reads the variable"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_code_blocks_run(page, monkeypatch, tmp_path):
+    """From an empty temporary working directory, with the variable set."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SHARED_VARIABLE, str(SHARED_DIR.resolve()))
+    run_page(page)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if reads_shared_variable(p)],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_code_blocks_run_in_default_layout(page, monkeypatch):
+    """From the repository root, the variable unset, the material in ``../shared``."""
+    if not DEFAULT_SHARED.is_dir():
+        pytest.skip(f"no {DEFAULT_SHARED}: this checkout is not in the default layout")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv(SHARED_VARIABLE, raising=False)
+    run_page(page)

@@ -13,7 +13,8 @@ The layers (docs/development.md, "Architecture"), bottom to top::
     7 inference    inference/
     8 petab        petab/
     9 deprecated   pymc/ (re-exports of ops/ and inference/ for one release)
-   10 root         __init__.py (the public API)
+   10 commands     compile.py (``python -m pymc_odesens.compile``: every core compiled once)
+   11 root         __init__.py (the public API)
 
 Every import statement counts, at module level or inside a function (a lazy import is still
 a dependency). A module may import modules of its own layer and of layers below it; PyTensor
@@ -41,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("inference", ("inference",)),
     ("petab", ("petab",)),
     ("deprecated", ("pymc",)),
+    ("commands", ("compile",)),
 ]
 ROOT_LAYER = len(LAYERS)
 PYTENSOR_FROM = [name for name, _ in LAYERS].index("ops")

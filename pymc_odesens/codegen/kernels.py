@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_odesens.caching.compile_notice import compiling
 from pymc_odesens.codegen.adjoint_source import adjoint_module_source
 from pymc_odesens.codegen.cache import (
     GENERATION_LOCK,
@@ -119,10 +120,15 @@ class GeneratedKernels:
     make_source : callable
         ``make_source()`` returns the module's source; called only when the cache holds
         neither the source nor the object code that is asked for.
+    label : str
+        What the kernels belong to, in a notice when their compile takes long.
     """
 
-    def __init__(self, key: str, make_source: Callable[[], str]) -> None:
+    def __init__(
+        self, key: str, make_source: Callable[[], str], label: str = "a generated module"
+    ) -> None:
         self.key = key
+        self.label = label
         self._make_source = make_source
         self._kernels: dict[str, Kernel] = {}
         self._manifest: dict | None = None
@@ -185,13 +191,14 @@ class GeneratedKernels:
                 path = artefact_path(self.key, f".{name}.o")
                 data = read_artefact(path)  # verified, or None: never unverified bytes
                 if data is None:
-                    definition = self._parsed().get(name)
-                    if definition is None:
-                        raise RuntimeError(
-                            f"the generated source {self.source_path} defines no kernel "
-                            f"{name!r}, which its manifest lists (a code generator defect)"
-                        )
-                    data = compile_object(kernel_ir(definition, symbol))
+                    with compiling(f"the kernel {name} of {self.label}"):
+                        definition = self._parsed().get(name)
+                        if definition is None:
+                            raise RuntimeError(
+                                f"the generated source {self.source_path} defines no kernel "
+                                f"{name!r}, which its manifest lists (a code generator defect)"
+                            )
+                        data = compile_object(kernel_ir(definition, symbol))
                     store_artefact(path, data)
                 _ensure_externals(externals)
                 (address,) = load_object(data, [symbol])
@@ -222,16 +229,20 @@ def _decode_manifest(data: bytes) -> dict:
 _LOADED_MODULES: dict[str, GeneratedKernels] = {}
 
 
-def load_generated_module(key: str, make_source: Callable[[], str]) -> GeneratedKernels:
+def load_generated_module(
+    key: str, make_source: Callable[[], str], label: str = "a generated module"
+) -> GeneratedKernels:
     """The kernels of the generated module cached under ``key`` (one object per process).
 
     ``make_source()`` is called only when the cache lacks what is asked for; the kernels
     are attributes of the result, compiled (or loaded from the cache) on first access.
+    ``label`` names what they belong to (a model) when a compile takes long enough to be
+    announced (:mod:`pymc_odesens.caching.compile_notice`).
     """
     with GENERATION_LOCK:
         module = _LOADED_MODULES.get(key)
         if module is None:
-            module = _LOADED_MODULES[key] = GeneratedKernels(key, make_source)
+            module = _LOADED_MODULES[key] = GeneratedKernels(key, make_source, label)
         return module
 
 
@@ -279,7 +290,8 @@ class CompiledKernels:
                 self._sources = kernel_sources(self._system)
             return self._sources[name]()
 
-        return load_generated_module(f"{self.key}_{name}", make_source)
+        label = f"model {self._system.name!r} ({self.n_states} states)"
+        return load_generated_module(f"{self.key}_{name}", make_source, label)
 
     def __getattr__(self, name: str):
         if name not in CompiledKernels._NAMES:

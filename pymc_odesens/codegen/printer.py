@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import sympy as sp
@@ -13,6 +14,21 @@ __all__ = ["KernelPrinter"]
 
 _CANONICAL = re.compile(r"^_(y|p|v)(\d+)$")
 _MAX_EXPANDED_POWER = 8
+
+
+def _refuse_beyond_doubles(number: sp.Number) -> None:
+    """A number the kernels' doubles cannot hold (sympy keeps ``2e308`` exactly, a
+    derivative of ``1e308 x**2`` makes one) is refused, not printed as ``inf``."""
+    try:
+        finite = math.isfinite(float(number))
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise ValueError(
+            f"code generation met the number {sp.Float(number, 4)}, beyond the range of a "
+            "double (at most 1.8e308): the model's constants (or their derivatives) overflow "
+            "in double precision"
+        )
 
 
 class KernelPrinter(PythonCodePrinter):
@@ -45,15 +61,18 @@ class KernelPrinter(PythonCodePrinter):
         return name
 
     def _print_Integer(self, expr: sp.Integer) -> str:
+        _refuse_beyond_doubles(expr)
         return f"{int(expr)}.0"
 
     def _print_Rational(self, expr: sp.Rational) -> str:
+        _refuse_beyond_doubles(expr)
         return f"({int(expr.p)}.0/{int(expr.q)}.0)"
 
     def _print_Half(self, expr) -> str:
         return "0.5"
 
     def _print_Float(self, expr: sp.Float) -> str:
+        _refuse_beyond_doubles(expr)
         return repr(float(expr))
 
     def _print_Pow(self, expr: sp.Pow, rational: bool = False) -> str:

@@ -7,6 +7,11 @@ model, or one without ODEs).
 - SMMALA, a Riemannian step method with the Fisher information as metric (``smmala*.py``);
 - mass matrices from a posterior mode (:func:`find_posterior_mode`, :func:`mode_metric_nuts`)
   and from pooled draws (:func:`sample_pooled_metric`, :func:`resume_pooled_metric`);
+- what a run tells: phases, times and solver failures (``sampling_report.py``), and the
+  convergence checks with the failed ones flagged (:func:`convergence_report`);
+- multistart mode finding (:func:`find_modes`: L-BFGS-B or a Fisher trust region from prior
+  draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
+  approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
 - the posterior of marginalised parameters: :func:`recover_marginalized`
   (``marginal_recovery.py``).
@@ -15,12 +20,16 @@ Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC mode
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
+from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
 from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
     find_posterior_mode,
     mode_metric_nuts,
 )
+from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult, StartResult
+from pymc_odesens.inference.multistart import StartTask, find_modes, run_start
 from pymc_odesens.inference.pooled_metric import (
     pooled_covariance,
     resume_pooled_metric,
@@ -32,6 +41,7 @@ from pymc_odesens.inference.sampling import (
     sample_posterior_predictive,
     sampling_compile_kwargs,
 )
+from pymc_odesens.inference.sampling_report import sampling_times, times_line
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -43,6 +53,14 @@ __all__ = [
     "find_posterior_mode",
     "PosteriorMode",
     "mode_metric_nuts",
+    "find_modes",
+    "ModeSearchResult",
+    "ModeCluster",
+    "StartResult",
+    "StartTask",
+    "run_start",
+    "laplace_approximation",
+    "LaplaceApproximation",
     "sample_pooled_metric",
     "pooled_covariance",
     "resume_pooled_metric",
@@ -50,4 +68,8 @@ __all__ = [
     "TraceCheckpoint",
     "TimeLimit",
     "recover_marginalized",
+    "ConvergenceReport",
+    "convergence_report",
+    "sampling_times",
+    "times_line",
 ]

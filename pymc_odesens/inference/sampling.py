@@ -13,11 +13,13 @@ so only the first compile of a model costs seconds.
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 
 import pymc as pm
 
 from pymc_odesens.inference.nutpie_start import nutpie_start
+from pymc_odesens.inference.sampling_report import SamplingReport, reporting
 from pymc_odesens.inference.step_assignment import one_gradient_step_assignment
 from pymc_odesens.ops.rejection import FailurePenalty
 
@@ -60,6 +62,18 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     jitter on the transformed scale only for ``init="auto"`` or ``"jitter+..."``
     (:mod:`pymc_odesens.inference.nutpie_start`).
 
+    With PyMC's samplers the call says on stderr which phase it is in (compiling and
+    initialising, then each chain's end of tuning; ``quiet=True`` silences it) and reports
+    solver failures once, in this process, when sampling ends: every draw carries the
+    failures of its trajectory as the statistic ``ode_failures``, also from the chains'
+    worker processes; failures while initialising or tuning are expected and get one line
+    with their count, the first one after tuning in each process a warning in full
+    (:mod:`pymc_odesens.inference.sampling_report`). ``idata.sample_stats.attrs`` gains
+    ``setup_time`` (seconds from the call to the chains' first step: compiling the
+    log-density and gradient, initialising; PyMC's ``sampling_time`` is the tuning and the
+    draws) and the failure counts ``ode_failures_initialising``, ``ode_failures_tuning``
+    and ``ode_failures_after_tuning``.
+
     Parameters
     ----------
     draws : int
@@ -77,12 +91,41 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     sampler = kwargs.get("nuts_sampler", "pymc")
     if sampler == "pymc" and kwargs.get("compile_kwargs") is None:
         kwargs["compile_kwargs"] = sampling_compile_kwargs(model)
-    if sampler == "nutpie":
-        start = nutpie_start(kwargs.pop("initvals", None), kwargs.pop("init", "auto"))
-    else:
-        start = contextlib.nullcontext()
-    with one_gradient_step_assignment(), start:
-        return pm.sample(draws, model=model, **kwargs)
+    if sampler != "pymc":
+        if sampler == "nutpie":
+            start = nutpie_start(kwargs.pop("initvals", None), kwargs.pop("init", "auto"))
+        else:
+            start = contextlib.nullcontext()
+        called = time.perf_counter()
+        with one_gradient_step_assignment(), start:
+            idata = pm.sample(draws, model=model, **kwargs)
+        _note_external_setup_time(idata, time.perf_counter() - called)
+        return idata
+    report = SamplingReport(
+        tune=kwargs.get("tune", 1000),
+        quiet=bool(kwargs.get("quiet", False)),
+        callback=kwargs.get("callback"),
+    )
+    kwargs["callback"] = report.callback
+    mode = (kwargs.get("compile_kwargs") or {}).get("mode")
+    report.say(
+        "compiling the model's log-density and gradient"
+        + (" (PyTensor's NUMBA mode)" if mode == "NUMBA" else "")
+        + " and initialising the chains ..."
+    )
+    with one_gradient_step_assignment(), reporting(report):
+        idata = pm.sample(draws, model=model, **kwargs)
+    report.finish(idata)
+    return idata
+
+
+def _note_external_setup_time(idata, call: float) -> None:
+    """``setup_time`` of an external sampler's run: the call without its sampling time."""
+    posterior = getattr(idata, "posterior", None)
+    sampling = (getattr(posterior, "attrs", None) or {}).get("sampling_time")
+    stats = getattr(idata, "sample_stats", None)
+    if sampling is not None and stats is not None:
+        stats.attrs["setup_time"] = max(call - float(sampling), 0.0)
 
 
 def _only_failure_potentials(model: pm.Model) -> bool:

@@ -32,12 +32,13 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import join_nonshared_inputs
-from pytensor.gradient import Rop, jacobian
+from pytensor.gradient import Rop
 from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.random.basic import LogNormalRV, NormalRV
 
 from pymc_odesens.inference.smmala_sensitivities import ode_nodes, with_sensitivity_route
 from pymc_odesens.ops.graph_traversal import ancestors
+from pymc_odesens.ops.rejection import FailurePenalty
 
 __all__ = ["LIKELIHOODS", "LikelihoodTerm", "SmmalaGraph", "likelihood_terms", "smmala_graph"]
 
@@ -143,7 +144,7 @@ def _depends_on(var, x) -> bool:
 
 
 def smmala_graph(
-    model, value_vars, point, shared, sensitivity: str, pbs_options=None
+    model, value_vars, point, shared, sensitivity: str, pbs_options=None, jacobian: bool = True
 ) -> SmmalaGraph:
     """Build the log-density, gradient and metric graphs for ``value_vars``.
 
@@ -161,6 +162,10 @@ def smmala_graph(
         Route of the ODE sensitivities (:func:`pymc_odesens.solve_sensitivity`).
     pbs_options : PbsOptions, optional
         Options of the Peano-Baker routes.
+    jacobian : bool
+        Whether the log-density and the prior's Hessian include the transforms'
+        log-Jacobians (True: the sampler's density; False: the density of the values on
+        their own scale, whose maximum is the MAP, as for mode finding).
 
     Raises
     ------
@@ -169,10 +174,12 @@ def smmala_graph(
         ODE solution (their curvature would need second-order sensitivities).
     """
     terms = likelihood_terms(model)
-    logp = model.logp()
+    logp = model.logp(jacobian=jacobian)
     others = list(model.free_RVs) + list(model.potentials)
-    prior_logp = model.logp(vars=others) if others else pt.constant(0.0)
+    prior_logp = model.logp(vars=others, jacobian=jacobian) if others else pt.constant(0.0)
     for rv in others:
+        if rv.owner is not None and isinstance(rv.owner.op, FailurePenalty):
+            continue  # a rejection: disconnected from its flags, whatever they are read from
         if _carries_solution(model.logp(vars=[rv])):
             raise ValueError(
                 f"SMMALA: the log-density term of {rv.name!r} depends on an ODE solution; its "
@@ -199,7 +206,9 @@ def smmala_graph(
             j_sigma = _jacobian_columns(sigma, x, size)
             metric = metric + 2.0 * pt.dot(j_sigma.T, weight[:, None] * j_sigma)
     if _depends_on(prior_logp, x):
-        hessian = jacobian(pytensor.grad(prior_logp, x), x, vectorize=True)
+        hessian = pytensor.gradient.jacobian(
+            pytensor.grad(prior_logp, x), x, vectorize=True, disconnected_inputs="ignore"
+        )
         metric = metric - hessian
     metric = 0.5 * (metric + metric.T)
     return SmmalaGraph(

@@ -29,7 +29,23 @@ from pymc_odesens.model.internal_symbols import InternalSymbol, time_symbol
 from pymc_odesens.model.symbol_vector import SymbolVector, make_symbols
 from pymc_odesens.model.tracing import traced
 
-__all__ = ["OdeSystem"]
+__all__ = ["OdeSystem", "require_states"]
+
+
+def require_states(system: OdeSystem, caller: str, consequence: str) -> None:
+    """Raise ``ValueError`` when ``system`` has no states.
+
+    A model importer may build a system without states (an SBML model made of rules only,
+    ``OdeSystem.from_expressions(..., allow_no_states=True)``): :func:`pymc_odesens.solve`
+    and :func:`pymc_odesens.solve_sensitivity` return its empty solution. Routines that
+    have nothing to do for it call this with their name and what would have come out.
+    """
+    if system.n_states == 0:
+        raise ValueError(
+            f"{caller}: system {system.name!r} has no states (a model made of rules only: its "
+            f"outputs, system.outputs, are functions of time and the parameters), so "
+            f"{consequence}"
+        )
 
 
 def _check_names(argument: str, names: Sequence[str]) -> list[str]:

@@ -10,31 +10,31 @@ themselves), and a graph's own numba function compiles in well under a second.
 Each entry has the exact signature of the core it wraps; the Ops' numba code
 calls these objects instead of the cores (and, through first-class function
 types, passes the generated kernels on as it would to the cores). An entry is
-compiled (or loaded from numba's cache) when it is first imported, so that a
-process loads only the solvers its graphs call: a forward-sensitivity model
-skips the four adjoint, PBS and recording entries (measured: 0.12 s of CPU time
-when they are in numba's cache, 10 s at load 6 when they must be compiled).
+compiled (or loaded from numba's cache) when it is first imported, and so is the
+core it wraps (the module of a core compiles it when it is imported), so that a
+process compiles only the solvers its graphs call: a forward-sensitivity model
+skips the adjoint, PBS and recording entries and their cores (measured on a new
+installation at load 7: the discrete adjoint and the PBS march alone are 38 s of
+CPU time that a forward-sensitivity model no longer spends).
 """
 
 from __future__ import annotations
 
 import threading
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from numba import cfunc
 
-from pymc_odesens.sensitivity.adjoint_backward import BACKWARD_SIGNATURE, backward_pass
-from pymc_odesens.sensitivity.discrete_adjoint import (
-    DISCRETE_ADJOINT_SIGNATURE,
-    discrete_adjoint_backward,
-)
-from pymc_odesens.sensitivity.pbs_march import MARCH_SIGNATURE, march_sensitivities
-from pymc_odesens.solvers.hybrid import (
-    EXPLICIT_SCHEDULE_SIGNATURE,
-    HYBRID_SIGNATURE,
-    explicit_schedule,
-    integrate_hybrid,
-)
-from pymc_odesens.solvers.runge_kutta import RK_SIGNATURE, integrate_explicit_rk
+from pymc_odesens.caching.compile_notice import compiling
+
+if TYPE_CHECKING:  # the cores: imported by __getattr__ when their entry is first asked for
+    from pymc_odesens.sensitivity.adjoint_backward import backward_pass
+    from pymc_odesens.sensitivity.discrete_adjoint import discrete_adjoint_backward
+    from pymc_odesens.sensitivity.pbs_march import march_sensitivities
+    from pymc_odesens.solvers.hybrid import explicit_schedule, integrate_hybrid
+    from pymc_odesens.solvers.multistep import run_multistep
+    from pymc_odesens.solvers.runge_kutta import integrate_explicit_rk
 
 
 def _integrate_hybrid_entry(
@@ -123,6 +123,76 @@ def _integrate_hybrid_entry(
         ev_z,
         ev_count,
         z_out,
+        stats,
+        info,
+    )
+
+
+def _run_multistep_entry(
+    family,
+    rhs,
+    jac,
+    newton,
+    t0,
+    y0,
+    p,
+    times,
+    rtol,
+    atol,
+    max_num_steps,
+    n_state,
+    n_lu,
+    n_err,
+    record_every,
+    rec_t,
+    rec_y,
+    rec_f,
+    rec_count,
+    op_log,
+    snapshots,
+    op_count,
+    conditions,
+    directions,
+    g_zero,
+    t_stop,
+    event_out,
+    z_event,
+    y_out,
+    stats,
+    info,
+):
+    """:func:`pymc_odesens.solvers.multistep.run_multistep` behind a C address (``bdf`` and
+    ``adams`` for a system without events: no hybrid driver to compile)."""
+    return run_multistep(
+        family,
+        rhs,
+        jac,
+        newton,
+        t0,
+        y0,
+        p,
+        times,
+        rtol,
+        atol,
+        max_num_steps,
+        n_state,
+        n_lu,
+        n_err,
+        record_every,
+        rec_t,
+        rec_y,
+        rec_f,
+        rec_count,
+        op_log,
+        snapshots,
+        op_count,
+        conditions,
+        directions,
+        g_zero,
+        t_stop,
+        event_out,
+        z_event,
+        y_out,
         stats,
         info,
     )
@@ -293,7 +363,8 @@ def _integrate_explicit_rk_entry(
     info,
 ):
     """:func:`pymc_odesens.solvers.runge_kutta.integrate_explicit_rk` behind a C address
-    (the PBS routes record ``rk45``'s continuous extension, which the hybrid driver does not)."""
+    (the PBS routes record ``rk45``'s continuous extension, which the hybrid driver does not;
+    ``rk45`` and ``ckrk`` for a system without events)."""
     return integrate_explicit_rk(
         rhs,
         t0,
@@ -375,15 +446,45 @@ def _march_sensitivities_entry(
     )
 
 
-_SIGNATURES = {
-    "integrate_hybrid_entry": HYBRID_SIGNATURE,
-    "explicit_schedule_entry": EXPLICIT_SCHEDULE_SIGNATURE,
-    "backward_pass_entry": BACKWARD_SIGNATURE,
-    "discrete_adjoint_entry": DISCRETE_ADJOINT_SIGNATURE,
-    "integrate_explicit_rk_entry": RK_SIGNATURE,
-    "march_sensitivities_entry": MARCH_SIGNATURE,
+_CORES = {
+    # entry: (module of the core, the core, its signature)
+    "integrate_hybrid_entry": (
+        "pymc_odesens.solvers.hybrid",
+        "integrate_hybrid",
+        "HYBRID_SIGNATURE",
+    ),
+    "run_multistep_entry": (
+        "pymc_odesens.solvers.multistep",
+        "run_multistep",
+        "MULTISTEP_SIGNATURE",
+    ),
+    "explicit_schedule_entry": (
+        "pymc_odesens.solvers.hybrid",
+        "explicit_schedule",
+        "EXPLICIT_SCHEDULE_SIGNATURE",
+    ),
+    "backward_pass_entry": (
+        "pymc_odesens.sensitivity.adjoint_backward",
+        "backward_pass",
+        "BACKWARD_SIGNATURE",
+    ),
+    "discrete_adjoint_entry": (
+        "pymc_odesens.sensitivity.discrete_adjoint",
+        "discrete_adjoint_backward",
+        "DISCRETE_ADJOINT_SIGNATURE",
+    ),
+    "integrate_explicit_rk_entry": (
+        "pymc_odesens.solvers.runge_kutta",
+        "integrate_explicit_rk",
+        "RK_SIGNATURE",
+    ),
+    "march_sensitivities_entry": (
+        "pymc_odesens.sensitivity.pbs_march",
+        "march_sensitivities",
+        "MARCH_SIGNATURE",
+    ),
 }
-__all__ = list(_SIGNATURES)
+__all__ = list(_CORES)
 
 
 _compile_lock = threading.Lock()
@@ -391,13 +492,20 @@ _compile_lock = threading.Lock()
 
 def __getattr__(name: str):
     """The entry ``name``, compiled or loaded from numba's cache at its first import (once,
-    also when several threads import it at once: graphs keep the address of the entry)."""
-    signature = _SIGNATURES.get(name)
-    if signature is None:
+    also when several threads import it at once: graphs keep the address of the entry).
+
+    The core's module is imported first (which compiles the core or loads it from numba's
+    cache), and the core becomes the global the entry's body calls."""
+    core = _CORES.get(name)
+    if core is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     with _compile_lock:
         entry = globals().get(name)
         if entry is None:
-            entry = cfunc(signature, cache=True)(globals()[f"_{name}"])
+            module_name, core_name, signature_name = core
+            with compiling(f"the solver entry point {name} of the PyMC Ops (NUMBA mode)"):
+                module = import_module(module_name)
+                globals()[core_name] = getattr(module, core_name)
+                entry = cfunc(getattr(module, signature_name), cache=True)(globals()[f"_{name}"])
             globals()[name] = entry
     return entry

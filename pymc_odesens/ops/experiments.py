@@ -452,7 +452,7 @@ def solve_discrete_adjoint_forward(spec: OdeSpec, y0, params):
     the step logs (E, L, 4) and history snapshots (E, S, W) (padded to the largest
     counts, at least 1) and their counts (E, 2).
     """
-    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
+    from pymc_odesens.solvers.multistep_layout import BDF, OP_WIDTH, snapshot_width
 
     n_e, n = spec.n_experiments, spec.system.n_states
     y, handles, failed = _adjoint_forward_each(spec, y0, params)

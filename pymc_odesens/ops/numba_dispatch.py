@@ -51,7 +51,7 @@ from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.errors import OdeSolverError
 from pymc_odesens.solvers.integrate import newton_jacobian
-from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
+from pymc_odesens.solvers.multistep_layout import BDF, OP_WIDTH, snapshot_width
 
 __all__ = ["PHASE_SOLVE", "PHASE_REINTEGRATION", "PHASE_BACKWARD", "PHASE_DISCRETE_REPLAY"]
 
@@ -225,8 +225,9 @@ def _wrap(core, y0_from_system):
     return with_y0
 
 
-def _solve_core(spec: OdeSpec, sensitivities: bool):
-    """Jitted ``core(y0, params)`` for the states (and, if asked, forward sensitivities)."""
+def _hybrid_integration(spec, rhs, jac, newton, controls, n_z, n_err, jump, time_sensitivity):
+    """Jitted ``integrate(z0, params, times, z_out, stats, info) -> status`` through the
+    hybrid driver: the event instants and the runs between them."""
     from pymc_odesens.ops.compiled_entries import (
         explicit_schedule_entry as explicit_schedule,
     )
@@ -235,6 +236,197 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     )
     from pymc_odesens.solvers.hybrid import METHOD_CODES
 
+    n = spec.system.n_states
+    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
+        spec, jump, time_sensitivity, rhs
+    )
+    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
+    directions, table, cause_table = event_tables
+    n_slots = slot_event.size
+    rtol = np.full(n_z, controls.relative_tolerance)
+    atol = np.tile(controls.absolute_tolerance, n_z // n)
+    code_method = METHOD_CODES[spec.method]
+    steps = controls.max_num_steps
+    t0 = spec.t0
+
+    @numba.njit
+    def integrate(z0, pe, times_e, z_out, stats, info):
+        # closure arrays are read-only constants to numba; the integrators take writable ones
+        rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
+        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
+        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
+        stop_times = np.zeros(n_slots)
+        stop_owner = np.zeros(n_slots, dtype=np.int64)
+        stop_slot = np.zeros(n_slots, dtype=np.int64)
+        no_record_t = np.zeros(0)
+        no_rows = np.zeros((0, 0))
+        no_log = np.zeros((0, OP_WIDTH))
+        no_log_count = np.zeros(2, dtype=np.int64)
+        count = np.zeros(1, dtype=np.int64)
+        ev_count = np.zeros(1, dtype=np.int64)
+        bad = explicit_schedule(
+            times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
+        )
+        if bad >= 0:
+            info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
+            return st.BAD_EVENT_TIME
+        capacity = 16 + 4 * n_slots
+        while True:
+            ev_t = np.zeros(capacity)
+            ev_index = np.zeros(capacity, dtype=np.int64)
+            ev_slot = np.zeros(capacity, dtype=np.int64)
+            code = integrate_hybrid(
+                code_method,
+                rhs,
+                jac,
+                newton_w,
+                conditions,
+                rates,
+                triggers,
+                priorities,
+                jump,
+                time_sensitivity,
+                directions_w,
+                table_w,
+                cause_w,
+                stop_times,
+                stop_owner,
+                stop_slot,
+                t0,
+                z0.copy(),
+                pe,
+                times_e,
+                rtol_w,
+                atol_w,
+                steps,
+                n,
+                n_z,
+                n_err,
+                0,
+                no_record_t,
+                no_rows,
+                no_rows,
+                count,
+                no_log,
+                no_rows,
+                no_log_count,
+                ev_t,
+                ev_index,
+                ev_slot,
+                np.zeros((capacity, 0)),
+                ev_count,
+                z_out,
+                stats,
+                info,
+            )
+            if code != st.RECORD_FULL:
+                return code
+            capacity *= 4
+
+    return integrate
+
+
+def _plain_integration(spec, rhs, jac, newton, controls, n_z, n_err):
+    """Jitted ``integrate(z0, params, times, z_out, stats, info) -> status`` for a system
+    without events: the integrator alone (``run_multistep`` for bdf/adams,
+    ``integrate_explicit_rk`` for rk45/ckrk), so that a model without events never
+    compiles the hybrid driver and its event machinery (minutes on a new installation)."""
+    from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
+
+    n = spec.system.n_states
+    rtol = np.full(n_z, controls.relative_tolerance)
+    atol = np.tile(controls.absolute_tolerance, n_z // n)
+    steps = controls.max_num_steps
+    t0 = spec.t0
+    if spec.method in ("bdf", "adams"):
+        from pymc_odesens.ops.compiled_entries import run_multistep_entry as run_multistep
+        from pymc_odesens.solvers.multistep_layout import ADAMS
+
+        family = BDF if spec.method == "bdf" else ADAMS
+
+        @numba.njit
+        def integrate(z0, pe, times_e, z_out, stats, info):
+            no_rows = np.zeros((0, 0))
+            return run_multistep(
+                family,
+                rhs,
+                jac,
+                newton.copy(),
+                t0,
+                z0.copy(),
+                pe,
+                times_e,
+                rtol.copy(),
+                atol.copy(),
+                steps,
+                n,
+                n_z,
+                n_err,
+                0,
+                np.zeros(0),
+                no_rows,
+                no_rows,
+                np.zeros(1, dtype=np.int64),
+                np.zeros((0, OP_WIDTH)),
+                no_rows,
+                np.zeros(2, dtype=np.int64),
+                rhs,
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0),
+                np.inf,
+                np.zeros(EVENT_OUT_SIZE),
+                np.empty(z0.size),
+                z_out,
+                stats,
+                info,
+            )
+
+        return integrate
+
+    from pymc_odesens.ops.compiled_entries import (
+        integrate_explicit_rk_entry as integrate_explicit_rk,
+    )
+    from pymc_odesens.solvers.runge_kutta import RK_METHOD_IDS
+
+    method = RK_METHOD_IDS[spec.method]
+
+    @numba.njit
+    def integrate(z0, pe, times_e, z_out, stats, info):
+        no_rows = np.zeros((0, 0))
+        return integrate_explicit_rk(
+            rhs,
+            t0,
+            z0.copy(),
+            pe,
+            times_e,
+            rtol.copy(),
+            atol.copy(),
+            steps,
+            n,
+            n_err,
+            method,
+            0,
+            np.zeros(0),
+            no_rows,
+            no_rows,
+            np.zeros(1, dtype=np.int64),
+            no_rows,
+            rhs,
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0),
+            np.inf,
+            np.zeros(EVENT_OUT_SIZE),
+            np.empty(z0.size),
+            z_out,
+            stats,
+            info,
+        )
+
+    return integrate
+
+
+def _solve_core(spec: OdeSpec, sensitivities: bool):
+    """Jitted ``core(y0, params)`` for the states (and, if asked, forward sensitivities)."""
     system = spec.system
     n, p, n_e, n_t = system.n_states, system.n_params, spec.n_experiments, spec.n_times
     kernels, times, init_state, init_jac = _common(spec)
@@ -245,24 +437,18 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
     wrt = "both" if spec.wrt_y0 else "params"
     rhs = compile_sensitivity_kernel(system, wrt) if sensitivities else kernels.rhs
     jac, newton = newton_jacobian(kernels, spec.method, controls.linear_solver)
-    if not system.events:
-        jump = time_sensitivity = rhs
-    elif sensitivities:
-        jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
-    else:
-        plain = compile_event_kernels(system)
-        jump, time_sensitivity = plain.jump, plain.time_sensitivity
-    times_kernel, slot_event, slot_time, event_kernels, event_tables = _event_tables(
-        spec, jump, time_sensitivity, rhs
-    )
-    conditions, rates, triggers, priorities, jump, time_sensitivity = event_kernels
-    directions, table, cause_table = event_tables
-    n_slots = slot_event.size
-    rtol = np.full(n_z, controls.relative_tolerance)
-    atol = np.tile(controls.absolute_tolerance, 1 + n_blocks)
     n_err = n_z  # Stan/CVODES: sensitivities take part in the error test
-    code_method = METHOD_CODES[spec.method]
-    steps = controls.max_num_steps
+    if not system.events:
+        integrate = _plain_integration(spec, rhs, jac, newton, controls, n_z, n_err)
+    else:
+        if sensitivities:
+            jump, time_sensitivity = compile_event_sensitivity_kernels(system, wrt)
+        else:
+            plain = compile_event_kernels(system)
+            jump, time_sensitivity = plain.jump, plain.time_sensitivity
+        integrate = _hybrid_integration(
+            spec, rhs, jac, newton, controls, n_z, n_err, jump, time_sensitivity
+        )
     t0, from_system, raise_on_failure, key, callback = _closure_constants(spec)
     n_p_out = p if sensitivities else 0
 
@@ -278,19 +464,6 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
         info = np.zeros(st.INFO_SIZE)
         unused = np.zeros(1)
         jac0 = np.zeros(max(p, 1) * n)
-        # closure arrays are read-only constants to numba; the integrators take writable ones
-        rtol_w, atol_w, newton_w = rtol.copy(), atol.copy(), newton.copy()
-        directions_w, table_w, cause_w = directions.copy(), table.copy(), cause_table.copy()
-        slot_event_w, slot_time_w = slot_event.copy(), slot_time.copy()
-        stop_times = np.zeros(n_slots)
-        stop_owner = np.zeros(n_slots, dtype=np.int64)
-        stop_slot = np.zeros(n_slots, dtype=np.int64)
-        no_record_t = np.zeros(0)
-        no_rows = np.zeros((0, 0))
-        no_log = np.zeros((0, OP_WIDTH))
-        no_log_count = np.zeros(2, dtype=np.int64)
-        count = np.zeros(1, dtype=np.int64)
-        ev_count = np.zeros(1, dtype=np.int64)
         for e in range(n_e):
             pe = _params_or_dummy(np.ascontiguousarray(params[e]))
             times_e = times[e].copy()
@@ -307,65 +480,7 @@ def _solve_core(spec: OdeSpec, sensitivities: bool):
                     z0[i] = y0[e, i]
             for j in range(n_y0_cols):
                 z0[n * (1 + p + j) + j] = 1.0
-            bad = explicit_schedule(
-                times_kernel, slot_event_w, slot_time_w, t0, pe, stop_times, stop_owner, stop_slot
-            )
-            if bad >= 0:
-                code = st.BAD_EVENT_TIME
-                info[0], info[1], info[2], info[3] = stop_times[0], 0.0, -1.0, slot_time_w[bad]
-            else:
-                capacity = 16 + 4 * n_slots
-                while True:
-                    ev_t = np.zeros(capacity)
-                    ev_index = np.zeros(capacity, dtype=np.int64)
-                    ev_slot = np.zeros(capacity, dtype=np.int64)
-                    code = integrate_hybrid(
-                        code_method,
-                        rhs,
-                        jac,
-                        newton_w,
-                        conditions,
-                        rates,
-                        triggers,
-                        priorities,
-                        jump,
-                        time_sensitivity,
-                        directions_w,
-                        table_w,
-                        cause_w,
-                        stop_times,
-                        stop_owner,
-                        stop_slot,
-                        t0,
-                        z0.copy(),
-                        pe,
-                        times_e,
-                        rtol_w,
-                        atol_w,
-                        steps,
-                        n,
-                        n_z,
-                        n_err,
-                        0,
-                        no_record_t,
-                        no_rows,
-                        no_rows,
-                        count,
-                        no_log,
-                        no_rows,
-                        no_log_count,
-                        ev_t,
-                        ev_index,
-                        ev_slot,
-                        np.zeros((capacity, 0)),
-                        ev_count,
-                        z_out,
-                        stats,
-                        info,
-                    )
-                    if code != st.RECORD_FULL:
-                        break
-                    capacity *= 4
+            code = integrate(z0, pe, times_e, z_out, stats, info)
             if code != 0:
                 callback(key, e, code, info[0], info[1], np.int64(info[2]), info[3], 0)
                 if raise_on_failure:
@@ -416,7 +531,7 @@ def _funcify_forward(op, node=None, **kwargs):
 
 
 def _adjoint_setup(spec: OdeSpec):
-    from pymc_odesens.solvers.multistep import ADAMS, BDF
+    from pymc_odesens.solvers.multistep_layout import ADAMS, BDF
 
     controls = resolve_adjoint_controls(spec.system.n_states, **spec.controls)
     family = {"bdf": BDF, "adams": ADAMS}

@@ -39,7 +39,7 @@ from pymc_odesens.solvers import status as st
 from pymc_odesens.solvers.controls import resolve_controls
 from pymc_odesens.solvers.event_location import EVENT_OUT_SIZE
 from pymc_odesens.solvers.integrate import newton_jacobian
-from pymc_odesens.solvers.multistep import OP_WIDTH
+from pymc_odesens.solvers.multistep_layout import OP_WIDTH
 
 __all__: list[str] = []
 

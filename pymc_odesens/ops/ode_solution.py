@@ -7,6 +7,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.system import require_states
 from pymc_odesens.ops.experiments import OdeSpec
 from pymc_odesens.ops.failure_potential import failure_potential, resolve_on_failure
 from pymc_odesens.ops.graph_inputs import (
@@ -196,6 +197,12 @@ def ode_solution(
     """
     if not isinstance(system, OdeSystem):
         raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    require_states(
+        system,
+        "ode_solution",
+        "its solution would be an empty (T, 0) tensor: write the outputs you need as tensors "
+        "of the parameters",
+    )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if sensitivity not in SENSITIVITY_ROUTES:

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 from pytensor.link.numba.dispatch import numba_funcify
 
+from pymc_odesens.caching.compile_notice import compiling
 from pymc_odesens.ops.failures import record_failure
 from pymc_odesens.ops.numba_cache import stable_key
 from pymc_odesens.ops.numba_dispatch import _add_initial_state_path, _params_or_dummy
@@ -61,7 +62,8 @@ def _setup(spec: SteadyStateSpec):
 
 @numba_funcify.register(SteadyStateOp)
 def _funcify_steady_state(op, node=None, **kwargs):
-    from pymc_odesens.ops.steady_state_entries import find_steady_state_entry as find
+    with compiling("the steady-state entry points of the PyMC Ops (NUMBA mode)"):
+        from pymc_odesens.ops.steady_state_entries import find_steady_state_entry as find
 
     spec = op.spec
     problem, kernels, init_state, _, key = _setup(spec)
@@ -157,7 +159,8 @@ def _funcify_steady_state(op, node=None, **kwargs):
 
 @numba_funcify.register(SteadyStateVJPOp)
 def _funcify_steady_state_vjp(op, node=None, **kwargs):
-    from pymc_odesens.ops.steady_state_entries import steady_state_vjp_entry as vjp
+    with compiling("the steady-state entry points of the PyMC Ops (NUMBA mode)"):
+        from pymc_odesens.ops.steady_state_entries import steady_state_vjp_entry as vjp
 
     spec = op.spec
     problem, kernels, _, init_jac, _ = _setup(spec)

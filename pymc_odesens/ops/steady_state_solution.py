@@ -18,6 +18,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.system import require_states
 from pymc_odesens.ops.failure_potential import failure_potential, resolve_on_failure
 from pymc_odesens.ops.graph_inputs import as_matrix, experiment_count, known_times
 from pymc_odesens.ops.steady_state_experiments import SteadyStateSpec
@@ -153,6 +154,7 @@ def steady_state_solution(
         with respect to ``params`` and, through the conserved totals, ``y0``.
     """
     check_steady_state_system(system)
+    require_states(system, "steady_state_solution", "its steady state would be an empty tensor")
     model, on_failure = resolve_on_failure(on_failure)
     resolved = steady_state_controls_from_dict(system, controls)
     n, p = system.n_states, system.n_params

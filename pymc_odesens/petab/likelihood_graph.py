@@ -4,7 +4,9 @@
 experiment's parameters (one gather) -> the batched ODE solution ``y`` (E, T, N): one
 :func:`~pymc_odesens.ode_solution` for the experiments without pre-equilibration, one for the
 others, which starts from the steady state of their pre-equilibration conditions
-(:func:`~pymc_odesens.steady_state_solution`) -> per observable, the states,
+(:func:`~pymc_odesens.steady_state_solution`; with model events, from the state the events
+leave once they can no longer fire, :mod:`pymc_odesens.petab.model_events`) -> per
+observable, the states,
 parameters and placeholder values of each measurement (gathers) -> the observable formula
 ``h`` and the noise formula ``sigma`` evaluated elementwise -> the measurements'
 distributions (:mod:`pymc_odesens.petab.noise`). The same graph serves
@@ -66,6 +68,11 @@ class PetabGraph:
     groups : list of MeasurementGroup
     table_parameters : dict of str to dict
         Per observable id, the index in ``z`` of each parameter-table symbol it uses.
+    settling : numpy.ndarray, (E,), optional
+        With model events: the simulation condition's settling time of each experiment
+        measured at ``inf`` (0 elsewhere): its steady state is reached from the state then.
+    preequilibration_settling : numpy.ndarray, (E_pre,), optional
+        With model events: the settling time of each pre-equilibration condition.
     """
 
     simulation: SimulationSystem
@@ -78,6 +85,8 @@ class PetabGraph:
     reinitial_values: np.ndarray
     groups: list
     table_parameters: dict
+    settling: np.ndarray | None = None
+    preequilibration_settling: np.ndarray | None = None
 
     @property
     def n_plain(self) -> int:
@@ -96,9 +105,16 @@ class PetabGraph:
         if n_plain:
             blocks.append(self._block(z, slice(0, n_plain), None, options, controls))
         if n_plain < n_e:
-            y0 = self._preequilibrated_start(z, options)
-            blocks.append(self._block(z, slice(n_plain, n_e), y0, options, controls))
+            y0 = self._preequilibrated_start(z, options, controls)
+            system = self.simulation.preequilibrated_system
+            blocks.append(self._block(z, slice(n_plain, n_e), y0, options, controls, system))
         return blocks[0] if len(blocks) == 1 else pt.concatenate(blocks, axis=0)
+
+    def _settled(self, system, y0, settling: np.ndarray, params, controls: dict):
+        """The states (E', N) at the settling times (E',), integrated with the model's
+        events from ``y0`` (None: ``y0(p)``): no event fires after them."""
+        times = np.asarray(settling, dtype=float).reshape(-1, 1)
+        return ode_solution(system, y0, times, params, **controls)[:, 0, :]
 
     def _steady_state(self, z, y0, params, options: SolverOptions, what: str):
         """Steady states (E', N) of the event-free system (switches at their values after
@@ -118,10 +134,11 @@ class PetabGraph:
             **(options.steady_state_controls or {}),
         )
 
-    def _block(self, z, rows: slice, y0, options: SolverOptions, controls: dict):
+    def _block(self, z, rows: slice, y0, options: SolverOptions, controls: dict, system=None):
         """One group of experiments: the ODE solution at the finite output times, and at
-        ``inf`` the steady state reached from the same start with the same parameters."""
-        system = self.simulation.system
+        ``inf`` the steady state reached from the same start with the same parameters
+        (after the model's events, from the state at the settling time)."""
+        system = system or self.simulation.system
         times = self.times[rows]
         infinite = np.isinf(times)
         finite = times.copy()
@@ -131,22 +148,29 @@ class PetabGraph:
         params = z[self.parameters[rows]]
         y = ode_solution(system, y0, finite, params, **controls)
         if infinite.any():
-            y_steady = self._steady_state(z, y0, params, options, "steady_state")
+            start = y0
+            if self.simulation.event_timings:
+                start = self._settled(system, y0, self.settling[rows], params, controls)
+            y_steady = self._steady_state(z, start, params, options, "steady_state")
             y = pt.where(infinite[:, :, None], y_steady[:, None, :], y)
         return y
 
-    def _preequilibrated_start(self, z, options: SolverOptions):
+    def _preequilibrated_start(self, z, options: SolverOptions, controls: dict):
         """The initial states of the experiments with pre-equilibration: the steady state
-        under the pre-equilibration condition (from its ``y0(p)``), with the states the
-        simulation condition sets re-initialised and the switch states set for its
-        ``t = 0``."""
+        under the pre-equilibration condition (from its ``y0(p)``; with model events, from
+        the state they leave at its settling time), with the states the simulation condition
+        sets re-initialised and the switch states set for its ``t = 0``."""
         sim = self.simulation
         system = sim.system
         n_pre = self.preequilibration_parameters.shape[0]
         params = z[self.parameters[self.n_plain :]]
-        y_star = self._steady_state(
-            z, None, z[self.preequilibration_parameters], options, "preequilibration"
-        )
+        pre_params = z[self.preequilibration_parameters]
+        start = None
+        if sim.event_timings:
+            start = self._settled(
+                system, None, self.preequilibration_settling, pre_params, controls
+            )
+        y_star = self._steady_state(z, start, pre_params, options, "preequilibration")
         mask = self.reinitialize.copy()
         mask[:, sim.n_model_states :] = True  # the switch states, set for t = 0
         if not mask.any():

@@ -12,9 +12,19 @@ as one kernel of the shared signature ``kernel(t, y, p, v, out)``
 - ``v``: the measurements (:meth:`LikelihoodKernel.layout`): ``v[0] = E*T*N``, then per
   observable ``k`` the start and the number of its rows (``v[1 + 2k]``, ``v[2 + 2k]``);
   a row is ``[offset of its state in y, time, measurement, index in z of each symbol]``;
-- ``out``: ``out[0]`` the log-likelihood, ``out[1]`` the number of measurements whose noise
-  parameter is not positive; the gradient kernel adds ``d llh / d y`` (E*T*N) and
-  ``d llh / d z`` after them.
+- ``out``: a header of :data:`HEADER_SIZE` entries (``OUT_*``: the log-likelihood of the
+  measurements whose density is finite, the number of measurements whose noise parameter is
+  not positive, of those whose simulated observable is not positive on a ``log`` or
+  ``log10`` scale, of those whose simulated observable is NaN or infinite, and the
+  observable index and time of the first of the latter); the gradient kernel adds
+  ``d llh / d y`` (E*T*N) and ``d llh / d z`` after it.
+
+A simulated observable that is zero or negative on a ``log`` / ``log10`` scale gives the
+measurement a density of zero: the log-likelihood is ``-inf`` there (the limit as the
+simulation goes to zero; a negative one is no better) and its gradient does not exist.
+Such measurements are counted and left out of the sums (no ``log`` of a non-positive
+number, no NaN); :mod:`pymc_odesens.petab.likelihood_op` then returns ``-inf`` and the
+gradient of a rejection, zero.
 
 Per observable, the symbols its formulas use (states, system parameters, placeholders,
 parameter-table ids, time) become locals of the kernel, read per measurement; sympy
@@ -41,10 +51,30 @@ from pymc_odesens.codegen.printer import KernelPrinter
 from pymc_odesens.model.internal_symbols import InternalSymbol, internal_symbols
 from pymc_odesens.petab.errors import PetabError
 
-__all__ = ["LIKELIHOOD_CODEGEN_VERSION", "LikelihoodKernel", "ObservableTerm"]
+__all__ = [
+    "LIKELIHOOD_CODEGEN_VERSION",
+    "HEADER_SIZE",
+    "OUT_LLH",
+    "OUT_NON_POSITIVE_NOISE",
+    "OUT_NON_POSITIVE_SIMULATION",
+    "OUT_NON_FINITE_SIMULATION",
+    "OUT_FIRST_NON_FINITE_OBSERVABLE",
+    "OUT_FIRST_NON_FINITE_TIME",
+    "LikelihoodKernel",
+    "ObservableTerm",
+]
 
-LIKELIHOOD_CODEGEN_VERSION = "1"
+LIKELIHOOD_CODEGEN_VERSION = "2"
 """Bump when the generated log-likelihood code changes (invalidates cached modules)."""
+
+# the header of the kernels' out
+OUT_LLH = 0
+OUT_NON_POSITIVE_NOISE = 1
+OUT_NON_POSITIVE_SIMULATION = 2  # on a log or log10 scale
+OUT_NON_FINITE_SIMULATION = 3
+OUT_FIRST_NON_FINITE_OBSERVABLE = 4  # index of the observable (the kernel's k)
+OUT_FIRST_NON_FINITE_TIME = 5
+HEADER_SIZE = 6
 
 _LOG_2PI_HALF = 0.5 * math.log(2.0 * math.pi)
 _LN10 = math.log(10.0)
@@ -195,10 +225,21 @@ def _observable_block(k: int, term: ObservableTerm, gradient: bool, printer) -> 
     lines += [f"{pad}obs_s = {printer.doprint(reduced[1])}"]
     lines += [
         f"{pad}if not obs_s > 0.0:",
-        f"{pad}    out[1] += 1.0",
+        f"{pad}    out[{OUT_NON_POSITIVE_NOISE}] += 1.0",
+        f"{pad}if not abs(obs_h) < math.inf:",
+        f"{pad}    if out[{OUT_NON_FINITE_SIMULATION}] == 0.0:",
+        f"{pad}        out[{OUT_FIRST_NON_FINITE_OBSERVABLE}] = {float(k)!r}",
+        f"{pad}        out[{OUT_FIRST_NON_FINITE_TIME}] = {_TIME.name}",
+        f"{pad}    out[{OUT_NON_FINITE_SIMULATION}] += 1.0",
     ]
-    lines += [f"{pad}{line}" for line in _density_lines(term)]
-    lines += [f"{pad}out[0] += obs_l"]
+    if term.transformation != C.LIN:
+        # zero likelihood: counted, left out of the sums (no log of a non-positive number)
+        lines += [
+            f"{pad}elif not obs_h > 0.0:",
+            f"{pad}    out[{OUT_NON_POSITIVE_SIMULATION}] += 1.0",
+        ]
+    lines += [f"{pad}else:"]
+    body = [*_density_lines(term), f"out[{OUT_LLH}] += obs_l"]
     if gradient:
         n = len(wrt)
         dh, ds = reduced[2 : 2 + n], reduced[2 + n :]
@@ -211,11 +252,12 @@ def _observable_block(k: int, term: ObservableTerm, gradient: bool, printer) -> 
             if not value:
                 continue
             if position < len(term.states):
-                target = f"out[2 + obs_yo + {term.states[position]}]"
+                target = f"out[{HEADER_SIZE} + obs_yo + {term.states[position]}]"
             else:
                 j = position - len(term.states)
-                target = f"out[2 + obs_ny + int(v[obs_r + {3 + j}])]"
-            lines.append(f"{pad}{target} += {value}")
+                target = f"out[{HEADER_SIZE} + obs_ny + int(v[obs_r + {3 + j}])]"
+            body.append(f"{target} += {value}")
+    lines += [f"{pad}    {line}" for line in body]
     return lines
 
 
@@ -229,7 +271,8 @@ def likelihood_module_source(terms: list[ObservableTerm]) -> str:
     ]
     for name, gradient in (("llh", False), ("llh_gradient", True)):
         lines = ["", "", f"def {name}(t, y, p, v, out):"]
-        lines += ["    out[0] = 0.0", "    out[1] = 0.0", "    obs_ny = int(v[0])"]
+        lines += [f"    out[{i}] = 0.0" for i in range(HEADER_SIZE)]
+        lines += ["    obs_ny = int(v[0])"]
         for k, term in enumerate(terms):
             lines += _observable_block(k, term, gradient, printer)
         parts.append("\n".join(lines))
@@ -249,6 +292,7 @@ class LikelihoodKernel:
         system = graph.simulation.system
         self.shape = (graph.times.shape[0], graph.times.shape[1], system.n_states)
         terms, blocks = [], []
+        self._observable_ids = [group.observable.id for group in graph.groups]
         for group in graph.groups:
             observable = group.observable
             term, sources = localized(observable, system, graph.table_parameters[observable.id])
@@ -300,10 +344,15 @@ class LikelihoodKernel:
 
     @property
     def value_kernel(self):
-        """``out[:2]``: the log-likelihood and the count of non-positive noise parameters."""
+        """``out[:HEADER_SIZE]``: the log-likelihood and the counts (the ``OUT_*`` slots)."""
         return self._module.llh
 
     @property
     def gradient_kernel(self):
         """As :attr:`value_kernel`, then ``d llh/d y`` (E*T*N) and ``d llh/d z``."""
         return self._module.llh_gradient
+
+    @property
+    def observable_ids(self) -> list[str]:
+        """The observables in the kernel's order (``OUT_FIRST_NON_FINITE_OBSERVABLE``)."""
+        return list(self._observable_ids)

@@ -18,7 +18,7 @@ import pandas as pd
 import petab.v1 as petab
 from petab.v1 import C
 
-from pymc_odesens.petab.errors import PetabError
+from pymc_odesens.petab.errors import PetabError, table_location
 from pymc_odesens.petab.experiments import Experiment
 from pymc_odesens.petab.observables import ObservableModel
 from pymc_odesens.petab.parameters import ParameterValues
@@ -73,12 +73,34 @@ def _experiment_index(experiments: list[Experiment]) -> dict[tuple, int]:
     return {pair: k for k, e in enumerate(experiments) for pair in e.conditions}
 
 
+def measurement_times(measurement_df: pd.DataFrame) -> list[float]:
+    """Each row's ``time`` as a float (``inf``: the steady state).
+
+    Raises
+    ------
+    PetabError
+        A time that is not a number (petab's linter does not check them), naming the row.
+    """
+    times = []
+    observables = measurement_df[C.OBSERVABLE_ID].tolist()
+    for r, t in enumerate(measurement_df[C.TIME].tolist()):
+        try:
+            value = float(t)
+        except (TypeError, ValueError):
+            value = math.nan
+        if math.isnan(value):
+            where = table_location("measurement", r, observables[r], C.TIME)
+            raise PetabError(f"{where} = {t!r}: expected a number (or inf: the steady state)")
+        times.append(value)
+    return times
+
+
 def experiment_times(measurement_df: pd.DataFrame, experiments: list[Experiment]) -> np.ndarray:
     """The output times (E, T): each experiment's distinct measurement times, padded."""
     index = _experiment_index(experiments)
     distinct: list[set] = [set() for _ in experiments]
-    for pair, t in zip(measurement_conditions(measurement_df), measurement_df[C.TIME]):
-        distinct[index[pair]].add(float(t))
+    for pair, t in zip(measurement_conditions(measurement_df), measurement_times(measurement_df)):
+        distinct[index[pair]].add(t)
     own = []
     for k, ts in enumerate(distinct):
         values = np.array(sorted(ts), dtype=float)
@@ -129,6 +151,7 @@ def group_measurements(
             C.NOISE_PARAMETERS,
         )
     }
+    columns[C.TIME] = measurement_times(measurement_df)
     n_rows = len(measurement_df)
     per_observable: dict[str, list[int]] = {}
     for r in range(n_rows):

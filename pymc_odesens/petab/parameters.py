@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ import petab.v1 as petab
 import pytensor.tensor as pt
 from petab.v1 import C
 
-from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
+from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError, table_location
 
 __all__ = ["EstimatedParameters", "ParameterValues", "unscale_tensor"]
 
@@ -60,9 +61,12 @@ class EstimatedParameters:
     lower, upper : numpy.ndarray
         Bounds on the linear scale.
     nominal : numpy.ndarray
-        ``nominalValue`` on the parameter scale (what ``x=None`` means).
+        ``nominalValue`` on the parameter scale (what ``x=None`` means; NaN where the
+        table gives none).
     table : pandas.DataFrame
         Their rows of the parameter table (priors are read from it).
+    positions : tuple of int
+        Their rows' positions in the parameter table (for messages).
     """
 
     ids: tuple
@@ -71,11 +75,35 @@ class EstimatedParameters:
     upper: np.ndarray
     nominal: np.ndarray
     table: pd.DataFrame
+    positions: tuple = ()
 
     @classmethod
     def from_table(cls, parameter_df: pd.DataFrame) -> EstimatedParameters:
-        """Read the rows with ``estimate = 1`` of a PEtab parameter table."""
-        rows = parameter_df.loc[parameter_df[C.ESTIMATE] == 1]
+        """Read the rows with ``estimate = 1`` of a PEtab parameter table.
+
+        Raises
+        ------
+        PetabError
+            An ``estimate`` that is not 0 or 1 (the entry named).
+        PetabUnsupportedError
+            A ``parameterScale`` other than ``lin``, ``log``, ``log10``.
+
+        Warns
+        -----
+        UserWarning
+            An estimated parameter's ``nominalValue`` lies outside its bounds (each entry
+            named).
+        """
+        estimate = pd.to_numeric(parameter_df[C.ESTIMATE], errors="coerce")
+        for position, (pid, value) in enumerate(zip(parameter_df.index, estimate)):
+            if value not in (0, 1):  # NaN and 0.5 too (petab's check reads int(0.5) as 0)
+                raw = parameter_df[C.ESTIMATE].iloc[position]
+                raw = raw.item() if isinstance(raw, np.generic) else raw
+                where = table_location("parameter", position, pid, C.ESTIMATE)
+                raise PetabError(f"{where} = {raw!r}: expected 0 or 1")
+        chosen = (estimate == 1).to_numpy()
+        rows = parameter_df.loc[chosen]
+        positions = tuple(int(k) for k in np.flatnonzero(chosen))
         scales = tuple(
             str(s) if isinstance(s, str) and s else C.LIN
             for s in rows.get(C.PARAMETER_SCALE, pd.Series(C.LIN, index=rows.index))
@@ -85,24 +113,63 @@ class EstimatedParameters:
                 raise PetabUnsupportedError(
                     f"parameter table: parameterScale {s!r} of {pid!r} is not one of {_SCALES}"
                 )
-        nominal = np.array(
-            [petab.scale(float(v), s) for v, s in zip(rows[C.NOMINAL_VALUE], scales)], dtype=float
-        )
+        lower = rows[C.LOWER_BOUND].to_numpy(dtype=float)
+        upper = rows[C.UPPER_BOUND].to_numpy(dtype=float)
+        linear = pd.to_numeric(
+            rows.get(C.NOMINAL_VALUE, pd.Series(np.nan, index=rows.index)), errors="coerce"
+        ).to_numpy(dtype=float)
+        outside = [
+            f"{table_location('parameter', position, pid, C.NOMINAL_VALUE)} = {value!r} "
+            f"outside [{a!r}, {b!r}]"
+            for pid, position, value, a, b in zip(
+                rows.index, positions, linear.tolist(), lower.tolist(), upper.tolist()
+            )
+            if not math.isnan(value) and not a <= value <= b
+        ]
+        if outside:
+            # PEtab allows it (the benchmark collection's Lang_PLOSComputBiol2024 has a
+            # nominal value 0 below a bound 1e-24): x=None evaluates there, the chains'
+            # starts (start_values) and initial values are moved inside the bounds
+            warnings.warn(
+                "nominalValue outside the bounds (lowerBound, upperBound) of an estimated "
+                "parameter: " + "; ".join(outside),
+                UserWarning,
+                stacklevel=2,
+            )
+        nominal = np.array([petab.scale(v, s) for v, s in zip(linear, scales)], dtype=float)
         return cls(
             ids=tuple(rows.index),
             scales=scales,
-            lower=rows[C.LOWER_BOUND].to_numpy(dtype=float),
-            upper=rows[C.UPPER_BOUND].to_numpy(dtype=float),
+            lower=lower,
+            upper=upper,
             nominal=nominal,
             table=rows,
+            positions=positions,
         )
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def check(self, x) -> np.ndarray:
-        """``x`` (or the nominal values for None) as a float vector of the right length."""
+        """``x`` (or the nominal values for None) as a float vector of the right length.
+
+        Raises
+        ------
+        PetabError
+            ``x`` is None and the parameter table gives no ``nominalValue`` for some
+            estimated parameter (PEtab leaves it optional for them).
+        """
         if x is None:
+            missing = np.flatnonzero(np.isnan(self.nominal))
+            if missing.size:
+                rows = ", ".join(
+                    f"row {self.positions[k]} ({self.ids[k]})" if self.positions else self.ids[k]
+                    for k in missing
+                )
+                raise PetabError(
+                    f"x=None means the nominal values, and the parameter table gives no "
+                    f"nominalValue for {rows}: pass x"
+                )
             return self.nominal.copy()
         x = np.asarray(x, dtype=float)
         if x.shape != (len(self.ids),):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -30,15 +31,23 @@ from pymc_odesens.petab.likelihood_op import (
     MeasurementLogLikelihoodGradient,
 )
 from pymc_odesens.petab.marginalization import MarginalizationPlan, observation_analysis
-from pymc_odesens.petab.measurements import experiment_times, group_measurements
+from pymc_odesens.petab.measurements import (
+    experiment_times,
+    group_measurements,
+    measurement_times,
+)
 from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
+from pymc_odesens.petab.priors import check_prior
+from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
+from pymc_odesens.petab.validation import check_tables
+from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
-__all__ = ["PetabProblem"]
+__all__ = ["PetabModelFactory", "PetabProblem"]
 
 
 def python_mode() -> Mode:
@@ -51,21 +60,30 @@ def python_mode() -> Mode:
     the virtual machine's linker cost ~0.3-0.4 s more in a new process (the first use of
     their rewrite passes; the linker imports setuptools) for the same time per call
     (measured on Boehm, Fujita and Isensee: benchmarks/README.md). A new linker each time:
-    a linker holds on to the first graph it was given.
+    a linker holds on to the first graph it was given. Sums and products of more terms than a
+    NumPy ufunc takes are split (:mod:`pymc_odesens.petab.wide_elemwise`).
     """
-    return Mode(linker=PerformLinker(), optimizer="fast_compile")
+    mode = Mode(linker=PerformLinker(), optimizer="fast_compile")
+    return mode.register((split_wide_sums, SPLIT_POSITION))
+
+
+def _refuse_incomplete(problem: petab.Problem, where: str) -> None:
+    model = problem.model
+    if model is None or not hasattr(model, "sbml_model"):
+        raise PetabUnsupportedError(f"{where}: only SBML models are supported")
+    for table, df in (
+        ("condition", problem.condition_df),
+        ("observable", problem.observable_df),
+        ("measurement", problem.measurement_df),
+        ("parameter", problem.parameter_df),
+    ):
+        if df is None:
+            raise PetabError(f"{where}: the problem has no {table} table")
 
 
 def _refuse_unsupported(problem: petab.Problem, system: OdeSystem, where: str) -> None:
-    if system.events:
-        raise PetabUnsupportedError(
-            f"{where}: the SBML model has events ({len(system.events)}); the PEtab importer "
-            "does not support them yet"
-        )
     if problem.mapping_df is not None and len(problem.mapping_df):
         raise PetabUnsupportedError(f"{where}: mapping tables are not supported")
-    if problem.condition_df is None:
-        raise PetabError(f"{where}: the problem has no condition table")
 
 
 def _simulated_end(problem: petab.Problem) -> float:
@@ -75,7 +93,32 @@ def _simulated_end(problem: petab.Problem) -> float:
     pre = df.get(C.PREEQUILIBRATION_CONDITION_ID)
     if pre is not None and pre.map(lambda v: isinstance(v, str) and bool(v)).any():
         return math.inf
-    return float(df[C.TIME].astype(float).max()) if len(df) else math.inf
+    return max(measurement_times(df)) if len(df) else math.inf
+
+
+@dataclasses.dataclass(frozen=True)
+class PetabModelFactory:
+    """What a worker process needs to build a problem's PyMC model: its YAML file and solver
+    options (:meth:`PetabProblem.model_factory`); its call returns
+    ``PetabProblem.from_yaml(yaml_path, **dict(options)).build_model()``.
+
+    Multistart mode finding (:func:`pymc_odesens.inference.find_modes`) ships one to each
+    worker: never compiled code, only what rebuilds the model there (the kernels come from
+    the disk cache).
+
+    Attributes
+    ----------
+    yaml_path : str
+        The problem's YAML file (absolute).
+    options : tuple of (str, value)
+        The :class:`~pymc_odesens.petab.solver_options.SolverOptions` fields, sorted pairs.
+    """
+
+    yaml_path: str
+    options: tuple
+
+    def __call__(self) -> pm.Model:
+        return PetabProblem.from_yaml(self.yaml_path, **dict(self.options)).build_model()
 
 
 class PetabProblem:
@@ -101,20 +144,27 @@ class PetabProblem:
     options : SolverOptions
     publication : str
         The model's publication (from the SBML annotation).
+    yaml_path : pathlib.Path or None
+        The YAML file the problem was read from (:meth:`from_yaml`), else None.
     """
 
     def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
         self.petab_problem = petab_problem
         self.name = name
         self.options = options
+        _refuse_incomplete(petab_problem, name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"petab\.")
+            check_tables(petab_problem)
+        self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
+        for pid, position in zip(self.parameters.ids, self.parameters.positions):
+            check_prior(self.parameters.table.loc[pid], pid, position)
+        self.yaml_path: Path | None = None
         model = petab_problem.model
-        if model is None or not hasattr(model, "sbml_model"):
-            raise PetabUnsupportedError(f"{name}: only SBML models are supported")
-        sbml_text = model.to_sbml_str()
+        sbml_text = simulated_sbml(petab_problem)
         self.model_system = OdeSystem.from_sbml(sbml_text, name=name)
         _refuse_unsupported(petab_problem, self.model_system, name)
         self.publication = publication(model.sbml_model)
-        self.parameters = EstimatedParameters.from_table(petab_problem.parameter_df)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"petab\.")
             self.experiments: list[Experiment] = read_experiments(petab_problem, self.model_system)
@@ -155,7 +205,10 @@ class PetabProblem:
         PetabUnsupportedError
             The problem uses a feature the importer does not cover (named).
         PetabError
-            The tables are inconsistent (the entry named).
+            The tables are inconsistent or hold an entry PEtab does not allow (petab's own
+            checks, :func:`pymc_odesens.petab.validation.check_tables`, and the priors'
+            and bounds', :func:`pymc_odesens.petab.priors.check_prior`): the message names
+            the table, row, column and entry.
         """
         path = Path(path)
         if not path.is_file():
@@ -164,7 +217,9 @@ class PetabProblem:
             # pandas' deprecations of what petab calls, not the user's to act on
             warnings.filterwarnings("ignore", module=r"petab\.")
             petab_problem = petab.Problem.from_yaml(str(path))
-        return cls(petab_problem, path.stem, SolverOptions(**options))
+        problem = cls(petab_problem, path.stem, SolverOptions(**options))
+        problem.yaml_path = path.resolve()
+        return problem
 
     def _build_graph(self) -> PetabGraph:
         problem, values = self.petab_problem, self._values
@@ -181,6 +236,12 @@ class PetabProblem:
             [sim.parameter_indices(e, values, True) for e in pre], dtype=np.int64
         ).reshape(len(pre), self.system.n_params)
         reinit = [sim.reinitialized(e, values) for e in pre]
+        # with model events, steady states start where no event fires any more
+        infinite = np.isinf(times).any(axis=1)
+        settling = [
+            sim.settling_time(e, False) if m else 0.0 for e, m in zip(self.experiments, infinite)
+        ]
+        pre_settling = [sim.settling_time(e, True) for e in pre]
         n = self.system.n_states
         table_parameters = {
             oid: {
@@ -199,6 +260,8 @@ class PetabProblem:
             reinitial_values=np.array([i for _, i in reinit], dtype=np.int64).reshape(len(pre), n),
             groups=groups,
             table_parameters=table_parameters,
+            settling=np.array(settling, dtype=float),
+            preequilibration_settling=np.array(pre_settling, dtype=float),
         )
 
     # properties ---------------------------------------------------------------------------
@@ -465,6 +528,26 @@ class PetabProblem:
                     "with marginalize=... (pass the model that was sampled)"
                 )
         return recover_marginalized(idata, model, random_seed=random_seed, linear=scale == "linear")
+
+    def model_factory(self) -> PetabModelFactory:
+        """A picklable object that builds :meth:`build_model` in another process.
+
+        What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
+        and :attr:`options`, from which a worker reads the problem and builds the model
+        (kernels from the disk cache), never compiled code.
+
+        Raises
+        ------
+        ValueError
+            The problem was not read by :meth:`from_yaml` (there is no file to read again).
+        """
+        if self.yaml_path is None:
+            raise ValueError(
+                f"{self.name}: model_factory needs the problem's YAML file; read the problem "
+                "with PetabProblem.from_yaml"
+            )
+        options = tuple(sorted(dataclasses.asdict(self.options).items()))
+        return PetabModelFactory(str(self.yaml_path), options)
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)

@@ -6,8 +6,9 @@ value in every condition and is substituted as a number, so that sensitivities (
 kernels) cover only what varies. A species whose initial value a condition sets gets a
 parameter of its own, ``<species>_initial_value``, which becomes its initial state
 ``y0(p)``. Inputs switched at given times become switch states with explicit events
-(:mod:`pymc_odesens.petab.time_switches`). The model's conservation laws (from its
-stoichiometry) are kept.
+(:mod:`pymc_odesens.petab.time_switches`). The model's own events are carried over
+(:mod:`pymc_odesens.petab.model_events`), with the fixed values substituted. The model's
+conservation laws (from its stoichiometry) are kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pymc_odesens.model import ExplicitEvent, OdeSystem
 from pymc_odesens.model.symbol_vector import make_symbols
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
 from pymc_odesens.petab.experiments import Experiment
+from pymc_odesens.petab.model_events import carried_events, event_timings, settling_time
 from pymc_odesens.petab.parameters import ParameterValues
 from pymc_odesens.petab.time_switches import TimeSwitch, find_time_switches
 
@@ -30,7 +32,7 @@ __all__ = ["SimulationSystem"]
 
 
 def _switch_events(
-    switches: list[TimeSwitch], n_model: int, name: str, condition_times: list
+    switches: list[TimeSwitch], n_model: int, condition_times: list, taken: set
 ) -> list[ExplicitEvent]:
     """One explicit event per switch: at ``tau(p)`` its state takes the value after it.
 
@@ -66,25 +68,62 @@ def _switch_events(
                 new = sp.Piecewise((value, tau - t <= tol), (y[index], True))
             return [new if j == index else y[j] for j in range(len(y))]
 
-        events.append(ExplicitEvent(event_times, affect=affect, name=f"switch_{k}"))
+        event_name = f"switch_{k}"
+        while event_name in taken:  # the model's events keep their names
+            event_name = f"_{event_name}"
+        events.append(ExplicitEvent(event_times, affect=affect, name=event_name))
     return events
 
 
+def _trigger_switches(
+    model_system: OdeSystem, substitution: dict, switches: list, params: list
+) -> list[TimeSwitch]:
+    """The comparisons of ``t`` with an expression of the parameters in the model's event
+    triggers (``time >= t_dose``) that are not already switches of the right-hand side.
+
+    They become switch states too, so that a trigger reads ``s > 1/2`` and fires in a
+    cascade after the switch's event: at the numbers the conditions give as constant times
+    (times that coincide in one condition, with each other or with an event of the model,
+    then share an instant whose time does not move), and a switching time at or before
+    ``t = 0`` (a dose "at 0") sets the switch's initial value instead of firing an event at
+    the start, whose derivative with respect to that time would be one-sided (the
+    derivative given is the one from below, zero, as for the switches of the right-hand
+    side). A comparison with a number stays as it is (its time is a constant).
+    """
+    triggers = [
+        sp.sympify(e.trigger).xreplace(substitution)
+        for e in model_system.events
+        if e.kind == "trigger"
+    ]
+    known = {w.condition for w in switches}
+    found = find_time_switches(triggers, model_system.t, model_system.state_symbols, params)
+    return [w for w in found if w.condition not in known and w.time.free_symbols]
+
+
 def _condition_times(
-    switch: TimeSwitch, experiments: list[Experiment], system: OdeSystem, end: float
+    switch: TimeSwitch,
+    experiments: list[Experiment],
+    system: OdeSystem,
+    end: float,
+    preequilibration: bool = False,
 ) -> np.ndarray | None:
     """The distinct positive switching times of ``switch`` (before ``end``) over the
-    simulation conditions, if every condition gives its time as a number; else None."""
+    simulation conditions (and the pre-equilibration conditions if ``preequilibration``:
+    the model's events are integrated there), if every condition gives its time as a
+    number; else None."""
     nominal = dict(zip(system.params, system.p_nominal))
     ids = dict(zip(system.param_symbols, system.params))
     symbols = sorted(switch.time.free_symbols, key=str)
     if not symbols or any(symbol not in ids for symbol in symbols):
         return None
+    mappings = [e.parameters for e in experiments]
+    if preequilibration:
+        mappings += [e.preequilibration_parameters for e in experiments if e.preequilibration]
     times = set()
-    for experiment in experiments:
+    for mapping in mappings:
         values = {}
         for symbol in symbols:
-            value = experiment.parameters.get(ids[symbol], nominal[ids[symbol]])
+            value = mapping.get(ids[symbol], nominal[ids[symbol]])
             if not _is_number(value) or math.isnan(value):
                 return None
             values[symbol] = sp.Float(float(value))
@@ -101,6 +140,9 @@ def _is_number(value) -> bool:
 def _model_values(system: OdeSystem, experiments: list[Experiment]) -> dict[str, list]:
     """Every value each model parameter takes, over all conditions."""
     nominal = dict(zip(system.params, system.p_nominal))
+    # a parameter that an event or a rate rule changes is a state: petab's mapping lists it
+    # with the file's value, which is its initial value here
+    file_values = dict(zip(system.states, system.x0)) if system.x0 is not None else {}
     seen: dict[str, list] = {pid: [] for pid in system.params}
     for experiment in experiments:
         maps = [experiment.parameters]
@@ -109,13 +151,19 @@ def _model_values(system: OdeSystem, experiments: list[Experiment]) -> dict[str,
         for mapping in maps:
             for pid, value in mapping.items():
                 if pid not in seen:
+                    default = nominal.get(pid, file_values.get(pid))
                     if isinstance(value, str) or (
-                        _is_number(value) and not math.isnan(value) and value != nominal.get(pid)
+                        _is_number(value) and not math.isnan(value) and value != default
                     ):
+                        held = (
+                            "holds as a state (an event or a rate rule changes it)"
+                            if pid in file_values
+                            else "does not hold as a parameter (it is assigned by an initial "
+                            "assignment or a rule, or is not a model id)"
+                        )
                         raise PetabUnsupportedError(
                             f"the PEtab problem sets or estimates {pid!r}, which the imported "
-                            "SBML model does not hold as a parameter (it is assigned by an "
-                            "initial assignment or a rule, or is not a model id)"
+                            f"SBML model {held}"
                         )
                     continue
                 if _is_number(value) and math.isnan(value):
@@ -153,6 +201,14 @@ class SimulationSystem:
         state to its value after the switching time: steady states (pre-equilibration,
         measurements at ``inf``) are those reached as ``t -> inf``, where the switch states
         are constants of the right-hand side.
+    event_timings : tuple of EventTiming
+        When each of the model's events can happen (they come first in
+        :attr:`system`'s events, the switches' after them).
+    preequilibrated_system : OdeSystem
+        :attr:`system` for the simulations that start from a pre-equilibration: each
+        trigger's value before ``t = 0`` is its value at the end of pre-equilibration
+        (:mod:`pymc_odesens.petab.model_events`); :attr:`system` itself where no event's
+        ``initialValue`` differs from that value.
     """
 
     system: OdeSystem
@@ -161,6 +217,8 @@ class SimulationSystem:
     initial_value_parameters: dict
     switches: tuple
     steady_state_system: OdeSystem
+    event_timings: tuple = ()
+    preequilibrated_system: OdeSystem | None = None
 
     @property
     def n_model_states(self) -> int:
@@ -234,6 +292,7 @@ class SimulationSystem:
         if settled:
             rhs = [e.xreplace(settled) for e in rhs]
             switches = [w for w in switches if w.condition not in settled]
+        switches += _trigger_switches(model_system, substitution, switches, params)
         switch_names = []
         for k in range(len(switches)):
             candidate = f"time_switch_{k}"
@@ -256,9 +315,14 @@ class SimulationSystem:
             stoichiometry = np.concatenate([rows, zeros]) if len(switches) else rows
         outputs = {k: sp.sympify(v).xreplace(substitution) for k, v in model_system.outputs.items()}
 
-        condition_times = [_condition_times(w, experiments, model_system, end) for w in switches]
+        model_events = bool(model_system.events)
+        condition_times = [
+            _condition_times(w, experiments, model_system, end, preequilibration=model_events)
+            for w in switches
+        ]
+        event_names = {e.name for e in model_system.events}
 
-        def make(events: bool) -> OdeSystem:
+        def make(events: bool, initial_values: dict | None = None) -> OdeSystem:
             system = OdeSystem.from_expressions(rhs, model_system.t, states, params, name=name)
             if events:
                 system.set_initial_state(y0)
@@ -270,21 +334,62 @@ class SimulationSystem:
                 system.stoichiometry = stoichiometry
             system.t0 = 0.0
             system.source = model_system.source
-            if events and switches:
+            if events and (switches or model_events):
                 system.set_events(
-                    _switch_events(switches, len(model_system.states), name, condition_times)
+                    carried_events(model_system, substitution, replacement, initial_values)
+                    + _switch_events(
+                        switches, len(model_system.states), condition_times, event_names
+                    )
                 )
             return system
 
         system = make(True)
+        timings = event_timings(model_system) if model_events else ()
+        preequilibrated = system
+        if any(e.preequilibration for e in experiments):
+            # a trigger's value before t = 0 is its value at the end of pre-equilibration
+            at_end = {
+                timing.name: timing.value_at_end
+                for timing, event in zip(timings, model_system.events)
+                if timing.value_at_end is not None and timing.value_at_end != event.initial_value
+            }
+            if at_end:
+                preequilibrated = make(True, at_end)
         return cls(
             system=system,
             model_system=model_system,
             fixed=fixed,
             initial_value_parameters=initial_names,
             switches=tuple(switches),
-            steady_state_system=make(False) if switches else system,
+            steady_state_system=make(False) if switches or model_events else system,
+            event_timings=timings,
+            preequilibrated_system=preequilibrated,
         )
+
+    def settling_time(self, experiment: Experiment, preequilibration: bool) -> float:
+        """The last time at which a model event can happen in one condition of
+        ``experiment`` (0 if none after ``t = 0``): steady states are computed from the
+        state reached then (:mod:`pymc_odesens.petab.model_events`).
+
+        Raises
+        ------
+        PetabUnsupportedError
+            An event is located by root finding, or its time depends on an estimated
+            parameter.
+        """
+        if not self.event_timings:
+            return 0.0
+        mapping = (
+            experiment.preequilibration_parameters if preequilibration else experiment.parameters
+        )
+        condition = experiment.preequilibration if preequilibration else experiment.simulation
+        nominal = dict(zip(self.model_system.params, self.model_system.p_nominal))
+        values = {
+            symbol: self.fixed.get(pid, mapping.get(pid, nominal[pid]))
+            for pid, symbol in zip(self.model_system.params, self.model_system.param_symbols)
+        }
+        role = "pre-equilibration" if preequilibration else "simulation"
+        return settling_time(self.event_timings, values, f"{role} condition {condition!r}")
 
     # references into z ------------------------------------------------------------------
     def _default_initial_value(self, species: str, where: str) -> float:

@@ -3,8 +3,9 @@
 PEtab's nominal values are usually the published estimate: a good place to start a
 sampler, but not exactly there. Started exactly at the nominal values, nutpie's chains on
 Bachmann_MSB2011 ran with a step size below 0.005 and 1023 gradient evaluations per draw
-through their first draws. The likely cause (not isolated): nutpie's first mass matrix is
-estimated with the gradient at the start, which vanishes at a mode. PyMC's own jitter,
+through their first draws: nutpie's first mass matrix is estimated from the gradient at the
+start, which vanishes at a mode (measured on Boehm_JProteomeRes2014: docs/pymc.md, "Modes
+first"; :meth:`pymc_odesens.inference.ModeSearchResult.laplace` gives starts that avoid it). PyMC's own jitter,
 uniform(-1, 1) on each variable's transformed scale, is the other extreme on wide bounds:
 up to 3.7 decades on log10 [-8, 8] (docs/petab.md#sampling).
 
@@ -45,8 +46,9 @@ def start_intervals(parameters: EstimatedParameters, spread: float):
     if not (isinstance(spread, int | float) and math.isfinite(spread) and spread >= 0.0):
         raise ValueError(f"spread must be a finite number >= 0; got {spread!r}")
     low, high = [], []
+    nominal_values = parameters.check(None)  # a named error where the table gives none
     for scale, nominal, lower, upper in zip(
-        parameters.scales, parameters.nominal, parameters.lower, parameters.upper
+        parameters.scales, nominal_values, parameters.lower, parameters.upper
     ):
         inside = inside_bounds(*bounds_on_scale(lower, upper, scale))
         a, b = max(float(nominal) - spread, inside[0]), min(float(nominal) + spread, inside[1])

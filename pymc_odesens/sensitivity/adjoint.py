@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_odesens.codegen import compile_adjoint_kernels, compile_event_kernels
-from pymc_odesens.codegen.recorded_trajectory import new_trajectory_buffer
 from pymc_odesens.model import OdeSystem
+from pymc_odesens.model.system import require_states
 from pymc_odesens.sensitivity.adjoint_controls import AdjointControls, resolve_adjoint_controls
 from pymc_odesens.sensitivity.event_adjoint import frozen_time
 from pymc_odesens.solvers import status as st
@@ -119,12 +119,13 @@ class AdjointCheckpoints:
         problem = self.problem
         system = problem.system
         # compiled on first use, not at import
+        from pymc_odesens.codegen.recorded_trajectory import new_trajectory_buffer
         from pymc_odesens.sensitivity.adjoint_backward import (
             BACKWARD_INFO_SIZE,
             PHASE_REINTEGRATION,
             backward_pass,
         )
-        from pymc_odesens.solvers.multistep import ADAMS, BDF
+        from pymc_odesens.solvers.multistep_layout import ADAMS, BDF
 
         family = {"bdf": BDF, "adams": ADAMS}
 
@@ -329,12 +330,18 @@ def adjoint_forward(
         ``.y`` holds the solution at ``times``; call ``.backward(cotangent)``
         for gradients.
     """
-    # imported here: the hybrid driver compiles (or loads) on the first adjoint solve
-    from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
-    from pymc_odesens.solvers.multistep import BDF, OP_WIDTH, snapshot_width
-
     if not isinstance(system, OdeSystem):
         raise TypeError(f"system must be an OdeSystem, got {type(system).__name__}")
+    require_states(
+        system,
+        "adjoint_forward",
+        "there is no solution to differentiate by the adjoint method (solve and "
+        "solve_sensitivity give its empty solution and sensitivities)",
+    )
+    # imported here: the hybrid driver compiles (or loads) on the first adjoint solve
+    from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
+    from pymc_odesens.solvers.multistep_layout import BDF, OP_WIDTH, snapshot_width
+
     ctl = resolve_adjoint_controls(system.n_states, **controls)
     problem = prepare_problem(
         system,

@@ -21,12 +21,6 @@ import numpy as np
 
 from pymc_odesens.codegen.observable_kernels import compile_observable_kernels
 from pymc_odesens.model import OdeSystem
-from pymc_odesens.sensitivity.fisher_accumulation import (
-    STATUS_NON_FINITE,
-    STATUS_NON_POSITIVE,
-    STATUS_OK,
-    accumulate_fisher_information,
-)
 from pymc_odesens.sensitivity.observables import Observables, resolve_observables
 from pymc_odesens.sensitivity.solve_sensitivity import solve_sensitivity
 
@@ -213,6 +207,14 @@ def fisher_information(
     dh = np.empty((n_t, m, k))
     fisher = np.empty((k, k))
     where = np.zeros(2, dtype=np.int64)
+    # compiled (or loaded from numba's cache) at its first import: not at the package's
+    from pymc_odesens.sensitivity.fisher_accumulation import (
+        STATUS_NON_FINITE,
+        STATUS_NON_POSITIVE,
+        STATUS_OK,
+        accumulate_fisher_information,
+    )
+
     status = accumulate_fisher_information(
         kernels.value,
         kernels.jac_y,

@@ -26,6 +26,7 @@ from pymc_odesens.solvers.integrate import (
     integrate_events,
 )
 from pymc_odesens.solvers.solve import OdeProblem
+from pymc_odesens.solvers.status import new_stats
 
 __all__ = ["component_names", "forward_sensitivities", "initial_sensitivities"]
 
@@ -83,7 +84,9 @@ def forward_sensitivities(
     jac, options["newton"] = problem.newton_jacobian()
     log = None
     dtau = np.zeros((0, blocks))
-    if event_kernels is None:
+    if n == 0:  # nothing to integrate (an SBML model made of rules only), as in solve()
+        z_out, stats = np.zeros((problem.times.size, 0)), new_stats()
+    elif event_kernels is None:
         z_out, stats = integrate(
             problem.controls.method,
             compile_sensitivity_kernel(system, wrt),

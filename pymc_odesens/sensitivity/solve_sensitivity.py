@@ -89,7 +89,9 @@ def solve_sensitivity(
     -------
     SensitivityResult
         ``.t``, ``.y`` (T, N), ``.S``, ``.S_y0``, ``.stats`` (and
-        ``.pbs_steps`` for the PBS methods).
+        ``.pbs_steps`` for the PBS methods). A system without states (an SBML model
+        made of rules only) has empty arrays of these shapes on every route, as in
+        :func:`pymc_odesens.solve`.
     """
     if sensitivity not in SENSITIVITY_METHODS:
         raise ValueError(f"sensitivity must be one of {SENSITIVITY_METHODS}, got {sensitivity!r}")
@@ -119,7 +121,7 @@ def solve_sensitivity(
         max_num_steps,
         linear_solver,
     )
-    if sensitivity in PBS_ALGORITHMS:
+    if sensitivity in PBS_ALGORITHMS and system.n_states:
         # imported here: the march compiles (or loads) only when a PBS method is used
         from pymc_odesens.sensitivity.pbs import pbs_sensitivities
 
@@ -138,6 +140,7 @@ def solve_sensitivity(
             params=list(system.params),
             pbs_steps=report,
         )
+    # (a system without states, an SBML model of rules only, has empty arrays on every route)
     y, s_params, s_y0, stats, events, dtau = forward_sensitivities(
         problem, wrt, sensitivity_error_control
     )

@@ -179,7 +179,7 @@ def steady_state(
         ``bdf`` defaults, 1e-10 and 1e-10; ``absolute_tolerance`` may be one per state).
         The integration uses the same tolerances.
     max_newton_iterations : int
-        Jacobians per Newton run (default 40).
+        Newton steps per Newton run (default 40).
     max_num_steps : int
         Integration steps over all horizons (default 10000).
     max_time : float

@@ -8,13 +8,24 @@ C entry point) run the same machine code:
 1. ``method="auto"`` or ``"newton"``: damped Newton from ``y0``
    (:mod:`~pymc_odesens.sensitivity.steady_state_newton`);
 2. ``"auto"`` after Newton failed, or ``"integration"``: ``bdf`` over growing horizons
-   (:mod:`~pymc_odesens.sensitivity.steady_state_integration`) until the residual test
-   holds; with ``"auto"`` Newton is tried again from the end of every horizon (the state
-   is then usually within its basin), as AMICI retries Newton after simulating;
-3. at the steady state ``J_y`` is evaluated and the bordered Jacobian factorised: its
-   reciprocal condition estimate says whether the implicit-function sensitivities exist
+   (:mod:`~pymc_odesens.sensitivity.steady_state_integration`) until the state has
+   settled: the residual test holds at the end of a horizon *and* the state changed by
+   less than its tolerances over the horizon's second half (weighted RMS norm of the
+   change below 1). With ``"auto"`` Newton is tried again from the end of every horizon
+   (the state is then usually within its basin), as AMICI retries Newton after simulating;
+3. at the steady state ``J_y`` is evaluated and the bordered Jacobian factorised (Newton
+   leaves its factors at the state it converged to): its reciprocal condition estimate
+   says whether the implicit-function sensitivities exist
    (:func:`~pymc_odesens.sensitivity.steady_state_linear.factor_steady_state_jacobian`
    factorises it again for them).
+
+Why the second condition: the residual test compares ``|f_i|`` (per unit of time) with
+``atol + rtol |y_i|``, so a state that drifts (``y' = k``: ``|f| = k`` while ``|y|``
+grows like ``k t``) passes it once ``t`` is about ``1 / rtol``, and so does any state that
+grows without bound more slowly than exponentially. Its change over the last half of a
+horizon (a time as long as half the time integrated) is about ``k t / 2``, never within
+``rtol |y|``; a state that has settled changes by no more than its tolerances, however slow
+the approach was, and rounding errors do not make it move.
 
 The bordered Jacobian is factorised dense or sparse as its ``structure`` says, the
 integration's Newton matrices as the integrator's ``newton`` structure says (both chosen by
@@ -35,6 +46,7 @@ from pymc_odesens.sensitivity.steady_state_integration import (
     FIRST_HORIZON,
     HORIZON_GROWTH,
     integrate_segment,
+    settled_change,
 )
 from pymc_odesens.sensitivity.steady_state_linear import (
     factor_bordered_jacobian,
@@ -110,6 +122,7 @@ def find_steady_state(
     step = np.zeros(n)
     y_trial = np.zeros(n)
     y_newton = np.zeros(n)
+    z_half = np.zeros(n_z)  # the state half way through the last horizon
     jac_work = np.zeros(max(structure_size(newton), 1))
     values = np.zeros(max(structure_size(structure), 1))
     scales = np.zeros(2 * n + 1)
@@ -164,6 +177,7 @@ def find_steady_state(
             )
             info[ss.INFO_NEWTON] = outcome
             if outcome == ss.NEWTON_CONVERGED:
+                # the factors of the bordered Jacobian at y_newton are in ints, floats
                 z[:] = y_newton
                 norm = newton_norm
                 route = ss.ROUTE_NEWTON if horizons == 0 else ss.ROUTE_INTEGRATION_NEWTON
@@ -176,8 +190,22 @@ def find_steady_state(
         if t - t0 >= max_time or steps_left <= 0:
             break
         t_next = min(t + horizon, t0 + max_time)
+        t_start = t
         code = integrate_segment(
-            rhs, jac, newton, t, t_next, z, p, rtol, atol, n, steps_left, solver_stats, solver_info
+            rhs,
+            jac,
+            newton,
+            t,
+            t_next,
+            z,
+            z_half,
+            p,
+            rtol,
+            atol,
+            n,
+            steps_left,
+            solver_stats,
+            solver_info,
         )
         horizons += 1
         info[ss.INFO_SOLVER_STATUS] = code
@@ -191,7 +219,9 @@ def find_steady_state(
         info[ss.INFO_TIME] = t
         norm = residual_norm(rhs, t, z, p, unused, rtol, atol, n, f, weights)
         stats[ss.N_RHS] += 1
-        if norm < 1.0:
+        change = settled_change(z_half, z, rtol, atol, n, weights, info)
+        info[ss.INFO_HALF_TIME] = 0.5 * (t_start + t)
+        if norm < 1.0 and change < 1.0:
             route = ss.ROUTE_INTEGRATION
             break
         horizon *= HORIZON_GROWTH
@@ -204,14 +234,17 @@ def find_steady_state(
     info[ss.INFO_ROUTE] = route
     if route == ss.ROUTE_NONE:
         return status
-    # the bordered Jacobian at the steady state: factors for the sensitivities
-    y_star = z[:n].copy()
-    jac(t, y_star.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
-    stats[ss.N_JAC] += 1
-    stats[ss.N_LU] += 1
-    ok, ints, floats = factor_bordered_jacobian(
-        structure, source, jac_work, cons, ints, floats, values, scales
-    )
+    # the bordered Jacobian at the steady state: factors for the sensitivities (Newton
+    # left them at the state it converged to)
+    ok = True
+    if route == ss.ROUTE_INTEGRATION:
+        y_star = z[:n].copy()
+        jac(t, y_star.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
+        stats[ss.N_JAC] += 1
+        stats[ss.N_LU] += 1
+        ok, ints, floats = factor_bordered_jacobian(
+            structure, source, jac_work, cons, ints, floats, values, scales
+        )
     if ok:
         info[ss.INFO_RCOND] = reciprocal_condition(
             structure, ints, floats, scales, f_trial[:n], step, y_trial, y_newton

@@ -11,9 +11,21 @@ last pivot sequence while it stays acceptable) and solves for the full Newton st
 ``dy``. A trial ``y + gamma dy`` is accepted when its residual norm is smaller than the
 current one (and, with ``nonnegative``, no state is below ``-atol``); otherwise ``gamma``
 is divided by 4 (a damping step). After an accepted trial ``gamma`` doubles, up to 1. The
-iteration fails when ``gamma`` falls below :data:`MIN_DAMPING`, after ``max_iterations``
-Jacobians, or on a singular Jacobian. The rows of the conservation laws are linear, so every
-iterate stays on ``C y = T``.
+rows of the conservation laws are linear, so every iterate stays on ``C y = T``.
+
+The iteration has converged at an iterate ``y`` whose residual passes the test *and* whose
+Newton correction ``dy`` (from a regular Jacobian at ``y``) is within the tolerances
+(weighted RMS norm below 1), or, when ``dy`` is not, no damped step along it decreases the
+residual any more (the residual is at the level of rounding errors). The residual test
+alone measures how fast the state moves, not how far it is from a steady state: it passes
+for a state that grows without bound once ``rtol |y|`` is large (``y' = 1/y`` at
+``y = 1e5``), and at a start with a singular Jacobian (``y' = k`` from a large ``y0``);
+the correction is the distance to the steady state, to first order. The factors of the
+Jacobian at the converged iterate are left in the factor storage (the caller's
+reciprocal condition estimate uses them).
+
+The iteration fails when ``gamma`` falls below :data:`MIN_DAMPING` while the residual test
+does not hold, after ``max_iterations`` steps, or on a singular Jacobian.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from pymc_odesens.sensitivity.steady_state_linear import (
     factor_bordered_jacobian,
     solve_bordered,
 )
-from pymc_odesens.solvers.error_norm import grouped_rms_norm
+from pymc_odesens.solvers.error_norm import grouped_rms_norm, weighted_rms_norm
 
 __all__ = ["residual_norm", "damped_newton", "MIN_DAMPING"]
 
@@ -42,12 +54,13 @@ DAMPING_INCREASE = 2.0
 def residual_norm(rhs, t, z, p, unused, rtol, atol, n_state, f, weights):
     """``f <- rhs(t, z)`` and its weighted RMS norm (largest over blocks of ``n_state``).
 
-    Infinite when ``f`` is not finite.
+    Infinite when ``f`` or ``z`` is not finite (an infinite state has zero weight: its
+    ``f`` would pass any test).
     """
     n_total = z.size
     rhs(t, z.ctypes, p.ctypes, unused.ctypes, f.ctypes)
     for i in range(n_total):
-        if not np.isfinite(f[i]):
+        if not (np.isfinite(f[i]) and np.isfinite(z[i])):
             return math.inf
         weights[i] = 1.0 / (atol[i] + rtol[i] * abs(z[i]))
     return grouped_rms_norm(f, weights, n_state, n_total, n_total)
@@ -97,18 +110,16 @@ def damped_newton(
     stats[ss.N_RHS] += 1
     if not math.isfinite(norm):
         return ss.NEWTON_NON_FINITE, norm, ints, floats
-    if norm < 1.0:
-        return ss.NEWTON_CONVERGED, norm, ints, floats
     gamma = 1.0
-    for _ in range(max_iterations):
+    for iteration in range(max_iterations + 1):
         jac(t, y.ctypes, p.ctypes, unused.ctypes, jac_work.ctypes)
         stats[ss.N_JAC] += 1
         stats[ss.N_LU] += 1
-        stats[ss.N_NEWTON_ITERATIONS] += 1
         ok, ints, floats = factor_bordered_jacobian(
             structure, source, jac_work, cons, ints, floats, values, scales
         )
         if not ok:
+            stats[ss.N_NEWTON_ITERATIONS] += 1
             return ss.NEWTON_SINGULAR, norm, ints, floats
         for i in range(n):
             step[i] = -f[i]
@@ -118,6 +129,13 @@ def damped_newton(
                 drift += cons[r, j] * y[j]
             step[dependent[r]] = -drift
         solve_bordered(structure, ints, floats, scales, step, y_trial)
+        # weights are those of y: the last residual evaluated is y's (a trial becomes y)
+        converged = norm < 1.0
+        if converged and weighted_rms_norm(step, weights, n) < 1.0:
+            return ss.NEWTON_CONVERGED, norm, ints, floats
+        if iteration == max_iterations:
+            break
+        stats[ss.N_NEWTON_ITERATIONS] += 1
         while True:
             admissible = True
             for i in range(n):
@@ -140,7 +158,9 @@ def damped_newton(
             gamma *= DAMPING_DECREASE
             stats[ss.N_DAMPING_STEPS] += 1
             if gamma < MIN_DAMPING:
+                if converged:
+                    # no step decreases the residual any more: rounding errors; y's
+                    # factors are still in the storage
+                    return ss.NEWTON_CONVERGED, norm, ints, floats
                 return ss.NEWTON_DAMPING_FAILED, norm, ints, floats
-        if norm < 1.0:
-            return ss.NEWTON_CONVERGED, norm, ints, floats
     return ss.NEWTON_MAX_ITERATIONS, norm, ints, floats

@@ -190,9 +190,10 @@ def steady_state_error(
             stats=stats,
         )
     newton = ss.NEWTON_OUTCOMES.get(int(info[ss.INFO_NEWTON]), "unknown")
+    verdict = "passes the test < 1" if residual < 1.0 else "needs < 1"
     message = (
         f"no steady state of {system.name!r} reached (method {controls.method!r}): residual "
-        f"norm {residual:.3g} (needs < 1) at time {t:.6g} after "
+        f"norm {residual:.3g} ({verdict}) at time {t:.6g} after "
         f"{stats['n_newton_iterations']} Newton iterations and "
         f"{stats['n_integration_steps']} integration steps; Newton: {newton}"
     )
@@ -212,9 +213,39 @@ def steady_state_error(
             message += f"; integration failed: {error}"
     elif stats["n_horizons"]:
         message += f"; integration reached max_time = {controls.max_time:g}"
+        change = float(info[ss.INFO_CHANGE])
+        if not change < 1.0:
+            message += (
+                f"; the state had not settled: {_changed_component(system, info)} changed "
+                f"from {info[ss.INFO_CHANGE_FROM]:.6g} to {info[ss.INFO_CHANGE_TO]:.6g} "
+                f"between t = {info[ss.INFO_HALF_TIME]:.6g} and t = {t:.6g} (weighted change "
+                f"{change:.3g}, needs < 1)"
+            )
+            if residual < 1.0:
+                message += (
+                    ": it passes the residual test only because rtol |y| grew with it, so "
+                    "it drifts or grows without bound (no steady state)"
+                )
     error = SteadyStateNotReachedError(message, residual_norm=residual, t=t, stats=stats)
     error.__cause__ = cause
     return error
+
+
+def _changed_component(system: OdeSystem, info: np.ndarray) -> str:
+    """Name of the component of the integrated vector that changed most (a state, or a
+    sensitivity ``d state / d parameter`` or ``d state / d state(t0)``)."""
+    k = int(info[ss.INFO_CHANGE_COMPONENT])
+    n = system.n_states
+    if not 0 <= k:
+        return "no component"
+    block, i = divmod(k, n)
+    state = system.states[i]
+    if block == 0:
+        return f"state {state!r}"
+    block -= 1
+    if block < system.n_params:
+        return f"the sensitivity d{state}/d{system.params[block]}"
+    return f"the sensitivity d{state}/d{system.states[block - system.n_params]}(t0)"
 
 
 def _singular_message(system: OdeSystem, t: float, rcond: float) -> str:

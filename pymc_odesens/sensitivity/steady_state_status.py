@@ -86,4 +86,10 @@ INFO_ROUTE = 3  # ROUTE_* code
 INFO_NEWTON = 4  # outcome of the last Newton run (NEWTON_*)
 INFO_SOLVER_STATUS = 5  # status of the integrator's last run (solvers.status)
 INFO_SOLVER = 6  # its info: t, step size, component, extra (4 slots)
-INFO_SIZE = 10
+# the last horizon's second half: how much the state changed (settled_change)
+INFO_CHANGE = 10  # weighted RMS norm of the change (below 1: settled)
+INFO_CHANGE_COMPONENT = 11  # the component that changed most (of z: state, then blocks)
+INFO_CHANGE_FROM = 12  # its value half way through the horizon
+INFO_CHANGE_TO = 13  # and at the end
+INFO_HALF_TIME = 14  # the time half way through the horizon
+INFO_SIZE = 15

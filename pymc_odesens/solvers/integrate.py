@@ -381,7 +381,7 @@ def integrate_events(
     y_out, stats, EventRecord
     """
     from pymc_odesens.solvers.hybrid import METHOD_CODES, integrate_hybrid
-    from pymc_odesens.solvers.multistep import NO_STEP_LOG
+    from pymc_odesens.solvers.multistep_layout import NO_STEP_LOG
 
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     params = np.ascontiguousarray(params, dtype=np.float64)

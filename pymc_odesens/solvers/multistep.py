@@ -76,6 +76,17 @@ from pymc_odesens.solvers.event_location import (
     triggered,
     update_sides,
 )
+from pymc_odesens.solvers.multistep_layout import (
+    ADAMS,
+    BDF,
+    NO_STEP_LOG,
+    OP_INIT,
+    OP_RESAMPLE,
+    OP_STEP,
+    OP_WIDTH,
+    snapshot_width,
+    table_rows,
+)
 from pymc_odesens.solvers.newton import (
     CONVERGED,
     DIVERGED,
@@ -103,19 +114,6 @@ __all__ = [
     "snapshot_width",
 ]
 
-BDF = 0
-ADAMS = 1
-# The step log of a run (for the discrete adjoint): one row [kind, order, value, t] per
-# operation on the history, in order. OP_INIT: value h0, t t0; OP_RESAMPLE: the table
-# re-sampled at ``order`` for a step ``value`` times larger; OP_STEP: an accepted step of
-# ``order`` and size ``value`` ending at ``t``. Replaying the log from a snapshot of the
-# history reproduces the run without error control.
-OP_INIT = 0
-OP_RESAMPLE = 1
-OP_STEP = 2
-OP_WIDTH = 4
-NO_STEP_LOG = (np.zeros((0, OP_WIDTH)), np.zeros((0, 0)), np.zeros(2, dtype=np.int64))
-"""``op_log, snapshots, op_count`` of a run without a step log."""
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 LU_GAMMA_CHANGE = 0.3  # CVODE's dgmax
@@ -227,16 +225,6 @@ def _dense_output(family, table, order, t_new, h, y_new, t_out, poly, out):
         bdf_formula.dense_output(table, order, t_new, h, y_new, t_out, poly, out)
     else:
         adams_formula.dense_output(table, order, t_new, h, y_new, t_out, poly, out)
-
-
-def table_rows(family: int) -> int:
-    """Rows of the difference table of ``family``."""
-    return (bdf_formula.MAX_ORDER if family == BDF else adams_formula.MAX_ORDER) + 3
-
-
-def snapshot_width(family: int, n: int) -> int:
-    """Width of a snapshot row: log position, ``y_cur`` (n) and the table."""
-    return 1 + n + table_rows(family) * n
 
 
 @njit(cache=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_lotka_volterra_recovers_the_rates():
 
 
 @pytest.mark.slow
-def test_akar4_fits_the_real_data_and_writes_the_plot(tmp_path):
+def test_akar4_fits_the_real_data_and_writes_the_plot(tmp_path, capsys):
     example = load_example("akar4")
     plot = tmp_path / "akar4_fit.png"
     # two processes: the chains are forked after the experiments ran in threads
@@ -91,6 +92,13 @@ def test_akar4_fits_the_real_data_and_writes_the_plot(tmp_path):
     kf_median = float(np.median(k[:, 0]))
     assert 0.012 < kf_median < 0.03
     assert result["rhat_max"] < 1.1
+    out = capsys.readouterr().out
+    # 2 x 100 draws: fewer than 400 effective draws, which the report says
+    assert "WARNING: bulk ESS" in out and "is below 400" in out
+    times = next(line for line in out.splitlines() if line.startswith("time: "))
+    assert "compiling and initialising" in times and "sampling (tuning and draws)" in times
+    setup, sampling = result["setup_time"], result["sample_time"]
+    assert 0 < setup and 0 < sampling and setup + sampling < result["total_time"]
     if importlib.util.find_spec("matplotlib") is None:
         assert result["plot"] is None
     else:
@@ -215,7 +223,7 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     )
     out = capsys.readouterr().out
     assert f"continued {trace} (12 draws per chain)" in out
-    assert "sampling wall time of this run " in out
+    assert "wall time of the fit in this run " in out
     assert (
         f"(2 chains x 22 draws, 12 draws of {trace} + 10 step-size tuning steps under their "
         "pooled metric + 10 new, pymc)" in out
@@ -309,3 +317,47 @@ def test_akar4_explains_a_missing_blas_once_instead_of_warning(capsys, recwarn):
     else:
         assert printed.startswith("note: PyTensor found no BLAS library")
         assert "harmless for this example" in printed
+
+
+HELP_PROBE = """
+import runpy, sys, time
+sys.argv = [{path!r}, "--help"]
+try:
+    runpy.run_path({path!r}, run_name="__main__")
+except SystemExit as stop:
+    code = stop.code
+heavy = sorted(m for m in ("pymc", "pytensor", "numba", "pymc_odesens") if m in sys.modules)
+print("EXIT", code, "HEAVY", ",".join(heavy) or "none")
+"""
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.py")))
+def test_help_imports_nothing_heavy(name):
+    # --help answers before the heavy imports (pymc, pytensor, numba, the package)
+    path = str(EXAMPLES / f"{name}.py")
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_PROBE.format(path=path)],
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLES.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: " in done.stdout
+    assert done.stdout.strip().endswith("EXIT 0 HEAVY none"), done.stdout[-300:]
+
+
+@pytest.mark.parametrize(
+    ("problem", "unit"),
+    [("Boehm_JProteomeRes2014", "min"), ("Lang_PLOSComputBiol2024", "s")],
+)
+def test_petab_plot_reads_the_time_unit_of_the_sbml_model(problem, unit):
+    # Level 2: the unit definition "time" redefines the second (Boehm: 60 s); Level 3:
+    # the model's timeUnits (Lang: second)
+    import libsbml
+
+    from tests.conftest import PETAB_DIR
+
+    example = load_example("petab_fit")
+    (path,) = (PETAB_DIR / problem).glob("model_*.xml")
+    document = libsbml.readSBMLFromFile(str(path))
+    assert example.sbml_time_unit(document.getModel()) == unit

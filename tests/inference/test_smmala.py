@@ -15,12 +15,14 @@ import arviz as az
 import cloudpickle
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 from pymc.exceptions import SamplingError
 
 from pymc_odesens import SMMALA, OdeSystem, fisher_information, ode_solution
 from pymc_odesens.inference.smmala import softabs
 from pymc_odesens.inference.smmala_sensitivities import OdeRouteSensitivityOp
+from pymc_odesens.ops.failure_potential import failure_potential
 from tests.conftest import model_path
 
 TIMES = np.linspace(0.5, 5.0, 10)
@@ -87,6 +89,27 @@ def test_metric_through_an_ode_solution(linear2, likelihood, noise):
     expected = p[:, None] * fisher * p[None, :] + np.eye(2) / 0.25
     np.testing.assert_allclose(step.metric(x, regularised=False), expected, rtol=1e-6)
     assert step.likelihoods == [("obs", likelihood)]
+
+
+def test_a_rejection_potential_of_the_solution_leaves_the_metric(linear2):
+    """A potential of this package's rejection (``FailurePenalty``) reading flags computed
+    from the solution (PEtab's log-scale observables add one, -inf where a simulation is not
+    positive) has no curvature: SMMALA takes the model, and the metric is unchanged."""
+    metrics = []
+    for guarded in (False, True):
+        y_true = np.asarray(
+            fisher_information(linear2, linear2.x0, TIMES, linear2.p_nominal, 0.1).h
+        )
+        with pm.Model() as model:
+            log_p = pm.Normal("log_p", np.log(linear2.p_nominal), 0.5, shape=2)
+            y = ode_solution(linear2, linear2.x0, TIMES, pm.math.exp(log_p), **TIGHT)
+            pm.LogNormal("obs", mu=pm.math.log(y), sigma=0.1, observed=y_true)
+            if guarded:
+                flag = pt.cast(pt.any(y <= 0.0), "int8")[None]
+                failure_potential(model, "y_not_positive", [flag])
+            step = SMMALA()
+        metrics.append(step.metric(np.log([0.8, 0.35]), regularised=False))
+    np.testing.assert_allclose(metrics[1], metrics[0], rtol=1e-12)
 
 
 def test_metric_through_an_ode_solution_whose_initial_state_the_system_gives():

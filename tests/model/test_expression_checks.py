@@ -23,6 +23,14 @@ def test_faults_are_refused_by_name():
     for bad in (sp.nan, sp.oo, -sp.oo, sp.zoo):
         with pytest.raises(ValueError, match=r"rhs\[2\] contains a non-finite constant"):
             checked_expression(x + bad, "rhs[2]")
+    # numbers beyond the double range are infinities in the compiled kernels
+    for bad in (sp.Float("1e309"), sp.Integer(10) ** 400):
+        with pytest.raises(
+            ValueError,
+            match=r"rhs\[3\] contains a non-finite constant \(nan "
+            r"or inf: 1.000E\+(309|400), beyond the double range\)",
+        ):
+            checked_expression(bad * x, "rhs[3]")
 
 
 def test_scalar_false_accepts_what_is_not_a_scalar_expression():

@@ -373,3 +373,24 @@ def test_non_finite_parameters_are_a_rejected_proposal(route, mode):
     assert sum(counts.values()) >= 2
     if mode == "FAST_RUN":  # the compiled solver reports the non-finite rhs it meets instead
         assert counts["NonFiniteInputError"] >= 2
+
+
+def test_system_without_states_is_refused_when_the_graph_is_built(tmp_path):
+    # an SBML model with no species (its rules only): the Op ended in ZeroDivisionError
+    from tests.model.sbml.sbml_text import build_sbml
+
+    path = tmp_path / "rules.xml"
+    path.write_text(
+        build_sbml(
+            parameters={"k": 1.0, "q": (None, False)},
+            assignment_rules={"q": "2 * k"},
+            model_id="rules",
+        )
+    )
+    system = OdeSystem.from_sbml(path)
+    assert system.n_states == 0
+    k = pt.dvector("k", shape=(system.n_params,))
+    with pytest.raises(ValueError, match="ode_solution: system 'rules' has no states .* empty"):
+        ode_solution(system, np.zeros(0), [0.0, 1.0], k)
+    with pytest.raises(ValueError, match="steady_state_solution: system 'rules' has no states"):
+        pymc_odesens.steady_state_solution(system, np.zeros(0), k)

@@ -337,6 +337,25 @@ def test_failure_outside_a_model_raises():
         pytensor.function([a], y)(1.5)
 
 
+def test_inf_output_of_a_drifting_system_is_no_steady_state():
+    # x' = k has none: it was reported as a singular steady state reached at t = 1.1e10
+    drift = OdeSystem(lambda t, y, p: [p.k], states=["x"], params=["k"], name="drift")
+    k = pt.dscalar("k")
+    y = ode_solution(drift, [1.0], [1.0, np.inf], [k])
+    with pytest.raises(SteadyStateNotReachedError, match="'x' changed from .* it drifts"):
+        pytensor.function([k], y)(2.0)
+    pymc_odesens.reset_failure_counts()
+    with pm.Model() as model:
+        rate = pm.LogNormal("rate", 0.0, 0.1)
+        y = ode_solution(drift, [1.0], [1.0, np.inf], [rate])
+        pm.Normal("obs", y[-1, 0], 0.1, observed=1.0)
+    logp = pytensor.function(model.value_vars, model.logp())
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match="SteadyStateNotReachedError"):
+        assert logp(0.0) == -np.inf
+    dlogp = pytensor.function(model.value_vars, pytensor.grad(model.logp(), model.value_vars))
+    assert np.all(np.isfinite(dlogp(0.0)))  # a rejected proposal: a finite gradient
+
+
 def test_bad_arguments_fail_when_the_graph_is_built(pathway):
     theta = pt.dvector("theta")
 

@@ -17,7 +17,11 @@ from pymc_odesens.codegen.cache import artefact_path
 from pymc_odesens.petab import PetabError, PetabProblem
 from pymc_odesens.petab.noise import measurement_distribution
 from pymc_odesens.petab.problem import python_mode
-from tests.petab.turnover import edited_turnover_problem, write_turnover_problem
+from tests.petab.turnover import (
+    edited_turnover_problem,
+    non_positive_simulation,
+    write_turnover_problem,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCES = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
@@ -107,6 +111,43 @@ def test_non_positive_noise_parameter_is_an_error(tmp_path):
     problem = PetabProblem.from_yaml(edited_turnover_problem(tmp_path, "measurements.tsv", edit))
     with pytest.raises(FloatingPointError, match=r"1 measurement\(s\) have a noise parameter"):
         problem.log_likelihood()
+
+
+@pytest.mark.parametrize(
+    "observable, factor, transformation",
+    [
+        ("obs_log10", "0", None),  # normal, log10
+        ("obs_log_laplace", "-1", "log"),  # laplace, log
+        ("obs_log_b", "-0.5", None),  # normal, log
+    ],
+)
+def test_non_positive_simulation_on_a_log_scale(tmp_path, observable, factor, transformation):
+    # the density of a positive measurement is zero there: llh -inf (it was NaN for a
+    # negative simulation), and the gradient that of a rejection, zero (it was NaN, or the
+    # adjoint refused the infinite cotangent)
+    edit = non_positive_simulation(observable, factor, transformation)
+    problem = PetabProblem.from_yaml(
+        edited_turnover_problem(tmp_path, "observables.tsv", edit), **TOLERANCES
+    )
+    for x in (problem.x_nominal, problem.x_nominal + 0.05):
+        assert problem.log_likelihood(x) == -np.inf
+        value, gradient = problem.log_likelihood_and_gradient(x)
+        assert value == -np.inf
+        np.testing.assert_array_equal(gradient, np.zeros(len(problem.parameters)))
+
+
+def test_non_finite_simulation_is_named(tmp_path):
+    def edit(df):
+        row = df["observableId"] == "obs_laplace"
+        df.loc[row, "observableFormula"] = "log(A - 100) + offset"  # A < 100: NaN
+
+    problem = PetabProblem.from_yaml(edited_turnover_problem(tmp_path, "observables.tsv", edit))
+    message = r"3 measurement\(s\) have a simulated observable that is NaN or infinite, the "
+    message += r"first of observable 'obs_laplace' at time 0"
+    with pytest.raises(FloatingPointError, match=message):
+        problem.log_likelihood()
+    with pytest.raises(FloatingPointError, match=message):
+        problem.log_likelihood_gradient()
 
 
 def _several_table_parameters(df) -> None:

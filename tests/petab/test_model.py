@@ -8,7 +8,11 @@ import pytest
 from petab.v1.priors import Prior
 
 from pymc_odesens.petab import PetabProblem
-from tests.petab.turnover import write_turnover_problem
+from tests.petab.turnover import (
+    edited_turnover_problem,
+    non_positive_simulation,
+    write_turnover_problem,
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +94,20 @@ def test_posterior_predictive_draws_are_measurements(turnover):
     bounds = turnover.parameters
     k = prior.prior["k"].values
     assert np.all((k >= np.log10(bounds.lower[0])) & (k <= np.log10(bounds.upper[0])))
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", pytest.param("NUMBA", marks=pytest.mark.slow)])
+def test_non_positive_simulation_on_a_log_scale_is_a_rejection(tmp_path, mode):
+    # log10 observable simulated as 0: the log-density is -inf, its gradient finite (the
+    # adjoint refused the infinite cotangent before, ending the sampler)
+    edit = non_positive_simulation("obs_log10", "0")
+    problem = PetabProblem.from_yaml(
+        edited_turnover_problem(tmp_path, "observables.tsv", edit),
+        relative_tolerance=1e-10,
+        absolute_tolerance=1e-12,
+    )
+    model = problem.build_model()
+    assert "obs_log10_simulation_not_positive" in model.named_vars
+    point = model.initial_point()
+    assert model.compile_logp(mode=mode)(point) == -np.inf
+    assert np.all(np.isfinite(model.compile_dlogp(mode=mode)(point)))

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pymc as pm
+import pytensor
+import pytensor.tensor as pt
 import pytest
 from petab.v1.calculate import calculate_single_llh
 
@@ -37,3 +39,29 @@ def test_observed_draws_have_the_noise_model(distribution, transformation):
     spread = np.std(centred) if distribution == "normal" else np.mean(np.abs(centred))
     assert abs(np.median(centred)) < 0.005
     assert abs(spread - sigma) < 0.004
+
+
+@pytest.mark.parametrize("distribution", ["normal", "laplace"])
+@pytest.mark.parametrize("transformation", ["log", "log10"])
+def test_non_positive_simulation_on_a_log_scale(distribution, transformation):
+    # a positive measurement has density zero where h <= 0: -inf, with a finite gradient
+    h = pt.dvector("h")
+    with pm.Model() as model:
+        obs = observed_measurements("y", distribution, transformation, h, 0.3, [1.0, 2.0, 0.5])
+    assert "y_simulation_not_positive" in model.named_vars
+    logp = model.logp()
+    f = pytensor.function([h], [logp, pytensor.grad(logp, h)])
+    value, gradient = f(np.array([1.2, 1.5, 0.4]))
+    expected = sum(
+        calculate_single_llh(m, hi, transformation, distribution, 0.3)
+        for m, hi in zip([1.0, 2.0, 0.5], [1.2, 1.5, 0.4])
+    )
+    assert value == pytest.approx(expected, rel=1e-12)  # the potential is 0 here
+    for bad in ([0.0, 1.5, 0.4], [1.2, -1.0, 0.4], [1.2, 1.5, np.nan]):
+        value, gradient = f(np.array(bad))
+        assert value == -np.inf
+        assert np.all(np.isfinite(gradient)), bad
+    # draws where h = 0 are the measurement's limit, 0 (about the smallest normal float)
+    draws = pm.draw(obs, 200, givens={h: np.array([0.0, 2.0, 1.0])}, random_seed=2)
+    assert np.all(draws[:, 0] >= 0.0) and np.all(draws[:, 0] < 1e-290)
+    assert np.all(draws[:, 1] > 1e-6)  # the others as before

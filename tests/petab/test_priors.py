@@ -128,3 +128,50 @@ def test_bad_priors_are_named():
     row["objectivePriorParameters"] = np.nan
     with pm.Model(), pytest.raises(PetabError, match="needs objectivePriorParameters"):
         prior_variable("p", row, "lin")
+
+
+@pytest.mark.parametrize(
+    ("changes", "names"),
+    [
+        (
+            {"objectivePriorType": "normal", "objectivePriorParameters": "3.0;0"},
+            r"parameter table, parameter 'p', column objectivePriorParameters = '3.0;0': "
+            r"expected a standard deviation > 0 for the normal prior, got 0.0",
+        ),
+        (
+            {"objectivePriorType": "logLaplace", "objectivePriorParameters": "0.3;-0.9"},
+            r"expected a scale > 0 for the logLaplace prior, got -0.9",
+        ),
+        (
+            {"objectivePriorType": "parameterScaleNormal", "objectivePriorParameters": "nan;1"},
+            r"expected two finite numbers for the parameterScaleNormal prior",
+        ),
+        (
+            {"objectivePriorType": "uniform", "objectivePriorParameters": "70;80"},
+            r"expected an interval that overlaps the bounds \[0.05, 60.0\]",
+        ),
+        (
+            # parameterScaleUniform's interval is on the parameter scale: log10(60) = 1.78
+            {"objectivePriorType": "parameterScaleUniform", "objectivePriorParameters": "2;3"},
+            r"expected an interval that overlaps the bounds \[-1.30102999.*, 1.77815.*\]",
+        ),
+        (
+            # no prior: uniform on the bounds on the parameter scale, infinite there
+            {
+                "objectivePriorType": np.nan,
+                "objectivePriorParameters": np.nan,
+                "upperBound": math.inf,
+            },
+            r"parameter table, parameter 'p', column upperBound = inf: expected a bound that "
+            r"is finite on the parameterScale log10 \(inf there\)",
+        ),
+    ],
+)
+def test_priors_without_a_density_are_named(changes, names):
+    # a log-density of NaN, or -inf at every value, is refused where the prior is read
+    row = _row("normal", "log10")
+    for column, value in changes.items():
+        row[column] = value
+    with pm.Model(), pytest.raises(PetabError, match=names) as info:
+        prior_variable("p", row, "log10")
+    assert not isinstance(info.value, PetabUnsupportedError)

@@ -26,6 +26,8 @@ __all__ = [
     "turnover_sbml",
     "turnover_solution",
     "write_turnover_problem",
+    "edited_turnover_problem",
+    "non_positive_simulation",
 ]
 
 # id: (scale, lower, upper, nominal, estimate, prior type, prior parameters)
@@ -166,14 +168,29 @@ def write_turnover_problem(folder: Path, sbml: str | None = None) -> Path:
 
 
 def edited_turnover_problem(folder: Path, table: str, edit) -> Path:
-    """The problem written into ``folder`` with the table file ``table`` changed in place by
-    ``edit(df)``; its YAML."""
+    """The problem written into ``folder`` with the table file ``table`` changed by
+    ``edit(df)`` (in place, or the table it returns); its YAML."""
     yaml = write_turnover_problem(folder)
     path = Path(folder) / table
     df = pd.read_csv(path, sep="\t")
-    edit(df)
-    df.to_csv(path, sep="\t", index=False)
+    edited = edit(df)
+    (df if edited is None else edited).to_csv(path, sep="\t", index=False)
     return yaml
+
+
+def non_positive_simulation(observable: str, factor: str, transformation: str | None = None):
+    """An edit of the observable table: ``observable``'s formula times ``factor`` (0 or
+    negative), on ``transformation`` if given."""
+
+    def edit(df):
+        row = df["observableId"] == observable
+        df.loc[row, "observableFormula"] = (
+            f"{factor} * ({df.loc[row, 'observableFormula'].iloc[0]})"
+        )
+        if transformation is not None:
+            df.loc[row, "observableTransformation"] = transformation
+
+    return edit
 
 
 def turnover_observables(measurements: pd.DataFrame, theta: dict) -> tuple:

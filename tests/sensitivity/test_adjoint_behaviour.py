@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from pymc_odesens import OdeSystem, adjoint_forward, adjoint_gradient, solve, solve_sensitivity
 from tests.sensitivity.adjoint_reference import (
@@ -259,3 +260,16 @@ def test_max_num_steps_counts_between_output_times_when_reintegrating():
     assert unlimited.stats["reintegration"]["n_steps"] > 20
     np.testing.assert_array_equal(limited.params, unlimited.params)
     np.testing.assert_array_equal(limited.y0, unlimited.y0)
+
+
+def test_system_without_states_is_refused_by_name():
+    system = OdeSystem.from_expressions(
+        [],
+        sp.Symbol("t"),
+        [],
+        [sp.Symbol("k"), sp.Symbol("q")],
+        name="rules_only",
+        allow_no_states=True,
+    )
+    with pytest.raises(ValueError, match="adjoint_forward: system 'rules_only' has no states"):
+        adjoint_gradient(system, [], [0.0, 1.0], [1.0, 2.0], np.zeros((2, 0)))

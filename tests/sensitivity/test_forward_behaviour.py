@@ -73,6 +73,26 @@ def test_system_without_parameters_gives_empty_columns():
         np.testing.assert_allclose(both.S_y0[:, 0, 0], np.exp(-both.t), rtol=1e-5)
 
 
+@pytest.mark.parametrize("sensitivity", ["forward", "pbs"])
+def test_system_without_states_gives_empty_arrays(sensitivity):
+    # an SBML model made of rules only has no states: solve() returns (T, 0), and so do the
+    # sensitivities on every route (a ZeroDivisionError came from the integrator before)
+    system = OdeSystem.from_expressions(
+        [],
+        sp.Symbol("t"),
+        [],
+        [sp.Symbol("k"), sp.Symbol("q")],
+        name="rules_only",
+        allow_no_states=True,
+    )
+    result = solve_sensitivity(
+        system, [], [0.0, 1.0, 2.0], [1.0, 2.0], sensitivity=sensitivity, wrt="both"
+    )
+    assert result.y.shape == (3, 0)
+    assert result.S.shape == (3, 0, 2)
+    assert result.S_y0.shape == (3, 0, 0)
+
+
 @pytest.mark.parametrize("method", ALL)
 def test_time_dependent_and_piecewise_rhs_against_finite_differences(method):
     """Generated J_y S + J_p for t-dependent, transcendental and piecewise terms."""

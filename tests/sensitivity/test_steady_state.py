@@ -14,6 +14,7 @@ from pymc_odesens import (
     solve_sensitivity,
     steady_state,
 )
+from pymc_odesens import math as om
 
 # ---------------------------------------------------------------- systems with closed forms
 
@@ -311,6 +312,68 @@ def test_oscillator_gives_the_named_error_quickly():
     np.testing.assert_allclose(centre.y, [3.0, 1.5], rtol=1e-12)
 
 
+def drift_system() -> OdeSystem:
+    """``x' = k`` (no steady state) beside ``y' = 1 - y`` (settles at 1)."""
+    return OdeSystem(
+        lambda t, y, p: [p.k, 1.0 - y.y], states=["x", "y"], params=["k"], name="drift"
+    )
+
+
+@pytest.mark.parametrize(
+    "method, sensitivity",
+    [("auto", "implicit"), ("integration", "none"), ("auto", "integration")],
+)
+def test_drift_is_not_a_steady_state(method, sensitivity):
+    # x = k t passes the residual test |f| < atol + rtol |x| once t > 1 / rtol: it was
+    # reported as a steady state at t = 1.1e10 (singular, or with sensitivity "none" taken)
+    with pytest.raises(SteadyStateNotReachedError) as info:
+        steady_state(drift_system(), [1.0, 0.0], [2.0], method=method, sensitivity=sensitivity)
+    error = info.value
+    message = str(error)
+    assert "no steady state of 'drift' reached" in message
+    assert "state 'x' changed from" in message and "it drifts or grows without bound" in message
+    assert "reached max_time = 1e+12" in message
+    assert error.residual_norm < 1.0  # the residual test alone would have passed
+    assert error.t == 1e12
+
+
+def test_drift_from_a_start_that_passes_the_residual_test():
+    # |f| = 1 < 1e-10 * 1e12: Newton may not take the start as converged (J_y = 0 there)
+    system = OdeSystem(lambda t, y, p: [p.k], states=["x"], params=["k"], name="drift1")
+    with pytest.raises(SteadyStateNotReachedError, match="Newton: singular Jacobian") as info:
+        steady_state(system, [1e12], [1.0], method="newton", sensitivity="none")
+    assert info.value.residual_norm < 1.0
+
+
+@pytest.mark.parametrize("method", ["auto", "integration"])
+@pytest.mark.parametrize(
+    "rhs",
+    [lambda t, y, p: [p.k / y[0]], lambda t, y, p: [p.k * om.exp(-y[0])]],
+    ids=["sqrt", "log"],
+)
+def test_growth_without_bound_is_not_a_steady_state(rhs, method):
+    # y' = 1/y (y = sqrt(2t)) and y' = exp(-y) (y = log(1 + t)): Newton's iterates run off to
+    # infinity with a residual that falls below 1 (y = 131072 and 20 were reported), and
+    # integration passes the residual test once rtol |y| is large
+    system = OdeSystem(rhs, states=["y"], params=["k"], name="growth")
+    with pytest.raises(SteadyStateNotReachedError, match="state 'y' changed from"):
+        steady_state(system, [1.0], [1.0], method=method, sensitivity="none")
+
+
+def test_slow_steady_states_are_reached_to_their_tolerance():
+    # the residual test took y' = -1e-6 (y - 5) at y = 4.99994 and y' = -y^2 at y = 9e-6
+    # (the distance to the steady state is |f| / rate, not |f|); the state must settle
+    slow = OdeSystem(lambda t, y, p: [-p.k * (y[0] - 5.0)], states=["y"], params=["k"])
+    result = steady_state(slow, [1.0], [1e-6], method="integration")
+    assert abs(result.y[0] - 5.0) < 1e-8
+    assert result.route == "integration"
+    np.testing.assert_allclose(result.S, [[0.0]], atol=1e-6)  # y* = 5 whatever k
+    power = OdeSystem(lambda t, y, p: [-p.k * y[0] ** 2], states=["y"], params=["k"])
+    for method in ("auto", "integration"):
+        result = steady_state(power, [1.0], [1.0], method=method, sensitivity="none")
+        assert 0.0 <= result.y[0] < 1e-9, method
+
+
 def volume_system() -> OdeSystem:
     """y0 -> y1 between compartments of volumes V1, V2: V1 y0 + V2 y1 is conserved."""
     return OdeSystem(
@@ -354,6 +417,24 @@ def test_bad_arguments_are_named(kwargs, error, message):
     arguments = dict(y0=np.zeros(3), params=LINEAR_P) | kwargs
     with pytest.raises(error, match=message):
         steady_state(linear_system(), **arguments)
+
+
+@pytest.mark.parametrize(
+    "method, sensitivity", [("auto", "implicit"), ("integration", "none"), ("auto", "integration")]
+)
+def test_system_without_states_has_an_empty_steady_state(method, sensitivity):
+    system = OdeSystem.from_expressions(
+        [],
+        sp.Symbol("t"),
+        [],
+        [sp.Symbol("k"), sp.Symbol("q")],
+        name="rules_only",
+        allow_no_states=True,
+    )
+    result = steady_state(system, [], [1.0, 2.0], method=method, sensitivity=sensitivity)
+    assert result.y.shape == (0,)
+    if sensitivity != "none":
+        assert result.S.shape == (0, 2) and result.S_y0.shape == (0, 0)
 
 
 def test_systems_with_events_are_refused():

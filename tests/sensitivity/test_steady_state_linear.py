@@ -151,4 +151,4 @@ def test_auto_takes_the_sparse_path_on_a_large_network_and_agrees_with_dense():
         system, system.x0, system.p_nominal, relative_tolerance=1e-10, absolute_tolerance=1e-12
     )
     assert_paths_agree(dense, sparse, bound=1e-8)
-    assert sparse.route == "integration" and sparse.stats["n_integration_steps"] > 0
+    assert sparse.route == "integration+newton" and sparse.stats["n_integration_steps"] > 0

@@ -7,6 +7,7 @@ is refused.
 
 from pymc_odesens.model.sbml.importer import load_sbml_model
 from pymc_odesens.model.sbml.refusals import (
+    SbmlConsistencyError,
     SbmlError,
     SbmlUndefinedError,
     SbmlUnsupportedError,
@@ -14,6 +15,7 @@ from pymc_odesens.model.sbml.refusals import (
 from pymc_odesens.model.sbml.variables import SbmlVariables
 
 __all__ = [
+    "SbmlConsistencyError",
     "SbmlError",
     "SbmlUndefinedError",
     "SbmlUnsupportedError",

@@ -15,10 +15,11 @@ import os
 import numpy as np
 import sympy as sp
 
+from pymc_odesens.model.expression_checks import non_finite_constants
 from pymc_odesens.model.internal_symbols import time_symbol
 from pymc_odesens.model.sbml.events import event_targets, sbml_events
 from pymc_odesens.model.sbml.initial_values import file_values, read_initial_assignments
-from pymc_odesens.model.sbml.mathml import MathConverter, float_number
+from pymc_odesens.model.sbml.mathml import MathConverter, SbmlSymbol, float_number
 from pymc_odesens.model.sbml.quantities import (
     AMOUNT,
     CONCENTRATION,
@@ -210,6 +211,92 @@ class _SbmlImport:
             rows.append(row)
         return rows
 
+    # a rate of change without a finite value ------------------------------------------------
+    def non_finite_rate(self, sid: str) -> SbmlError:
+        """The error for a state ``sid`` whose right-hand side holds a constant without a
+        finite value (nan, an infinity, a division by zero, a number beyond the double
+        range), naming the element and the id it comes from."""
+        values = self.values
+        reason = f"the rate of change of {sid!r} is not finite"
+        if sid in self.rate_rules:
+            raw = self.rate_rules[sid]
+            return self._non_finite_element(
+                sid, f"rate rule for {sid!r}", raw, values.resolve(raw), reason
+            )
+        for reaction in self.reactions:
+            c = self.coefficient(sid, reaction)
+            if c == 0:
+                continue
+            if non_finite_constants(c):
+                return self._non_finite_coefficient(sid, reaction, c, reason)
+            raw = self.values.kinetic_laws.get(reaction.sid)
+            if raw is not None and non_finite_constants(values.value(reaction.sid)):
+                local = [
+                    (name, value)
+                    for name, value in reaction.local_parameters.items()
+                    if non_finite_constants(sp.sympify(value))
+                ]
+                label = f"kinetic law of reaction {reaction.sid!r}"
+                if local:
+                    name, value = local[0]
+                    return SbmlError(
+                        f"{self.where}: {label} uses its local parameter {name!r} = "
+                        f"{_shown(value)}: {reason}"
+                    )
+                return self._non_finite_element(sid, label, raw, values.value(reaction.sid), reason)
+        return SbmlError(f"{self.where}: {reason}: {values.derivative(sid)}")
+
+    def _non_finite_element(self, sid: str, label: str, raw, value, reason: str) -> SbmlError:
+        for name in sorted(s.name for s in sp.sympify(raw).atoms(SbmlSymbol)):
+            used = self.values.value(name)
+            if non_finite_constants(used):
+                kind = self.kinds.get(name, "id")
+                return SbmlError(
+                    f"{self.where}: {label} uses the {kind} {name!r}, whose value is "
+                    f"{_shown(used)}: {reason}"
+                )
+        for piecewise in value.atoms(sp.Piecewise):
+            if any(piece.expr is sp.nan for piece in piecewise.args):
+                return SbmlUnsupportedError(
+                    "piecewise without otherwise",
+                    f"the rate of change of {sid!r}",
+                    f"in the {label}, its pieces do not cover every case, and SBML leaves the "
+                    "value undefined where none holds",
+                )
+        return SbmlError(
+            f"{self.where}: {label} is {_shown(value)} (its math holds notanumber or "
+            f"infinity, or an operation without a finite value such as 0/0): {reason}"
+        )
+
+    def _non_finite_coefficient(self, sid: str, reaction, coefficient, reason: str) -> SbmlError:
+        label = f"the stoichiometry of {sid!r} in reaction {reaction.sid!r}"
+        species = self.species[sid]
+        for reference in reaction.references:
+            if reference.species != sid:
+                continue
+            value = self._stoichiometry(reference, reaction)
+            if non_finite_constants(value):
+                return SbmlError(f"{self.where}: {label} is {_shown(value)}: {reason}")
+        if species.conversion_factor:
+            factor = self.values.value(species.conversion_factor)
+            if non_finite_constants(factor):
+                return SbmlError(
+                    f"{self.where}: the conversion factor {species.conversion_factor!r} of "
+                    f"{sid!r} is {_shown(factor)}: {reason}"
+                )
+        if species.state_unit == CONCENTRATION:
+            size = self.values.value(species.compartment)
+            if size == 0 or non_finite_constants(size):
+                return SbmlError(
+                    f"{self.where}: the compartment {species.compartment!r} of {sid!r} has "
+                    f"size {_shown(size)}, and {sid!r} is a concentration (amount / size) "
+                    f"that {label} changes: {reason}"
+                )
+        return SbmlError(
+            f"{self.where}: {label} (times its conversion factor, over its compartment's "
+            f"size) is {_shown(coefficient)}: {reason}"
+        )
+
     # outputs ---------------------------------------------------------------------------------
     def _defined(self, sid: str) -> sp.Expr | None:
         """``sid``'s value, or None when the model leaves it undefined and nothing uses it."""
@@ -250,6 +337,20 @@ class _SbmlImport:
         return amounts, concentrations
 
 
+def _shown(value) -> str:
+    """A value in a message: a number without a finite double value by its name."""
+    value = sp.sympify(value)
+    if value is sp.nan:
+        return "NaN"
+    if value is sp.zoo:
+        return "a division by zero"
+    if value in (sp.oo, sp.S.NegativeInfinity):
+        return str(float(value))
+    if value.is_Number:
+        return str(sp.Float(value, 6))
+    return str(value)
+
+
 def _evaluate(expr: sp.Expr, numbers: dict, label: str) -> float:
     value = sp.sympify(expr).xreplace(numbers)
     try:
@@ -274,13 +375,8 @@ def load_sbml_model(cls, source: str | os.PathLike, *, name: str | None = None):
         p_nominal.append(float(value))
     rhs = [values.derivative(sid) for sid in imported.state_ids]
     for sid, expr in zip(imported.state_ids, rhs):
-        if expr.has(sp.nan):
-            raise SbmlUnsupportedError(
-                "piecewise without otherwise",
-                f"the rate of change of {sid!r}",
-                "its pieces do not cover every case, and SBML leaves the value undefined "
-                "where none holds",
-            )
+        if non_finite_constants(expr):
+            raise imported.non_finite_rate(sid)
     y0 = [values.initial_state(sid) for sid in imported.state_ids]
     reaction_ids = [r.sid for r in imported.reactions if r.kinetic_law is not None]
     outputs = imported.outputs(reaction_ids)

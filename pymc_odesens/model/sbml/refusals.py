@@ -12,6 +12,7 @@ from __future__ import annotations
 import libsbml
 
 __all__ = [
+    "SbmlConsistencyError",
     "SbmlError",
     "SbmlUndefinedError",
     "SbmlUnsupportedError",
@@ -39,6 +40,27 @@ and ``render`` only draw the model."""
 
 class SbmlError(ValueError):
     """An SBML document that cannot be read: not SBML, errors reported by libsbml, no model."""
+
+
+class SbmlConsistencyError(SbmlError):
+    """A document that libsbml's consistency checks find errors in (duplicate ids, math
+    that refers to nothing, rules that contradict each other, ...).
+
+    Attributes
+    ----------
+    findings : list of tuple
+        ``(line, libsbml error id, message)`` of each error, in libsbml's order; the
+        message names the element.
+    """
+
+    def __init__(self, where: str, findings: list) -> None:
+        self.findings = findings
+        shown = "; ".join(f"line {line}: {message}" for line, _, message in findings[:5])
+        more = f" (and {len(findings) - 5} more)" if len(findings) > 5 else ""
+        super().__init__(
+            f"{where}: libsbml's consistency check finds {len(findings)} error(s) in the "
+            f"document: {shown}{more}"
+        )
 
 
 class SbmlUndefinedError(SbmlError):

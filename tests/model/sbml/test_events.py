@@ -129,8 +129,9 @@ def test_a_concentration_assigned_with_its_compartment():
 
 
 def test_ties_of_equal_priority_are_drawn_at_random():
-    """Every 0.1, Q and R (same trigger and priority, not persistent) compete: the first to
-    execute sets x to the time, which cancels the other; SBML draws which one it is."""
+    """Every 0.1, Q and S (same trigger and priority, not persistent) compete: the first to
+    execute sets x to the time, which cancels the other; SBML draws which one it is (the
+    reaction is R: an event of that id would make the document invalid)."""
     competing = [
         dict(
             id=name,
@@ -139,12 +140,12 @@ def test_ties_of_equal_priority_are_drawn_at_random():
             persistent=False,
             assignments={"x": "time", counter: f"{counter} + 1"},
         )
-        for name, counter in (("Q", "level"), ("R", "B"))
+        for name, counter in (("Q", "level"), ("S", "B"))
     ]
     system = decay(*competing)
     assert all(e.random_order for e in system.events)
     seed_event_order(7)
     solution = solve(system, None, [5.05], system.p_nominal, method="bdf")
-    wins_q, wins_r = solution["level"][0], solution["B"][0]
-    assert wins_q + wins_r == 50
+    wins_q, wins_s = solution["level"][0], solution["B"][0]
+    assert wins_q + wins_s == 50
     assert 10 <= wins_q <= 40  # a fair coin: P(outside) < 1e-4

@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 
 from pymc_odesens import OdeSystem, solve
-from pymc_odesens.model.sbml import SbmlError
+from pymc_odesens.model.sbml import SbmlConsistencyError, SbmlError
 from tests.model.sbml.sbml_text import GROWING_COMPARTMENT, build_sbml
 
 
@@ -149,12 +149,14 @@ def test_conversion_factors_and_variable_stoichiometry():
                 {"id": "A", "concentration": 1.0, "conversion_factor": "cf"},
                 {"id": "B", "concentration": 0.0},
             ],
-            parameters={"cf": 3.0, "n": (2.0, False)},
+            # the stoichiometry of B is the species reference 'n', 2 at first (a parameter
+            # of that id as well would make the document invalid)
+            parameters={"cf": 3.0},
             rate_rules={"n": "1"},
             reactions={
                 "R": dict(
                     reactants=[("A", 1)],
-                    products=[("B", None)],
+                    products=[("B", 2.0)],
                     rate="A",
                     reference_ids={"B": "n"},
                 )
@@ -232,10 +234,90 @@ def test_undefined_values_are_errors_where_used():
                 reactions={"R": dict(reactants=[("A", 1)], rate="k * A")},
             )
         )
-    with pytest.raises(SbmlError, match="circular definition"):
+    # libsbml's consistency check finds the cycle (the importer's own guard,
+    # "circular definition", stays for what libsbml does not check)
+    with pytest.raises(
+        SbmlConsistencyError,
+        match=r"Circular dependencies involving rules and reactions are not permitted: The "
+        r"<assignmentRule> with variable 'a' creates a cycle with the <assignmentRule> with "
+        r"variable 'b'",
+    ):
         OdeSystem.from_sbml(
             build_sbml(
                 parameters={"a": (None, False), "b": (None, False)},
                 assignment_rules={"a": "b + 1", "b": "a * 2"},
             )
         )
+
+
+DECAY = dict(
+    species=[{"id": "A", "concentration": 2.0}],
+    parameters={"k": 0.5},
+    reactions={"R": dict(reactants=[("A", 1)], rate="k * A")},
+)
+
+
+@pytest.mark.parametrize(
+    ("changes", "names"),
+    [
+        # NaN in a kinetic law was reported as a piecewise without otherwise
+        (
+            dict(reactions={"R": dict(reactants=[("A", 1)], rate="k * A * notanumber")}),
+            r"kinetic law of reaction 'R' is NaN \(its math holds notanumber or infinity",
+        ),
+        # a parameter of value INF: the error showed -oo*A and lost the name k
+        (
+            dict(parameters={"k": float("inf")}),
+            r"kinetic law of reaction 'R' uses the parameter 'k', whose value is inf",
+        ),
+        (
+            dict(
+                reactions={
+                    "R": dict(reactants=[("A", 1)], rate="kl * A", local={"kl": float("-inf")})
+                }
+            ),
+            r"kinetic law of reaction 'R' uses its local parameter 'kl' = -inf",
+        ),
+        # a compartment of size 0: the error showed zoo*A*k
+        (
+            dict(compartments={"c": 0.0}),
+            r"the compartment 'c' of 'A' has size 0.0, and 'A' is a concentration \(amount / "
+            r"size\) that the stoichiometry of 'A' in reaction 'R' changes",
+        ),
+        # a stoichiometry of 1e308 over a size of 0.1 is beyond the doubles: the code
+        # generator failed inside
+        (
+            dict(
+                compartments={"c": 0.1},
+                reactions={"R": dict(reactants=[("A", 1e308)], rate="k * A")},
+            ),
+            r"the stoichiometry of 'A' in reaction 'R' \(times its conversion factor, over its "
+            r"compartment's size\) is -1.00000e\+309",
+        ),
+        (
+            dict(
+                parameters={"k": 0.5, "kk": float("inf"), "x": (0.0, False)},
+                rate_rules={"x": "-kk"},
+            ),
+            r"rate rule for 'x' uses the parameter 'kk', whose value is inf",
+        ),
+    ],
+)
+def test_a_rate_of_change_without_a_finite_value_names_its_source(changes, names):
+    with pytest.raises(SbmlError) as info:
+        OdeSystem.from_sbml(build_sbml(**{**DECAY, **changes}))
+    assert type(info.value) is SbmlError
+    info.match(r"<string>: " + names)
+    info.match(r"the rate of change of '(A|x)' is not finite$")
+
+
+def test_non_finite_values_outside_the_rates_of_change_are_outputs():
+    # NaN and INF are values SBML allows; only a rate of change must be finite
+    system = OdeSystem.from_sbml(
+        build_sbml(
+            **{**DECAY, "parameters": {"k": 0.5, "big": float("inf"), "y": (0.0, False)}},
+            assignment_rules={"y": "big * A"},
+        )
+    )
+    assert system.states == ["A"]
+    assert system.outputs["y"].has(sp.oo)

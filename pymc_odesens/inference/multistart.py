@@ -1,0 +1,272 @@
+"""Multistart mode finding: local maximisations of the log-posterior from prior draws.
+
+:func:`find_modes` draws ``n_starts`` starting points from the model's prior, maximises
+the log-posterior from each (:mod:`pymc_odesens.inference.local_optimisers`) in parallel
+worker processes, and ranks the optima (:class:`~pymc_odesens.inference.mode_search.
+ModeSearchResult`).
+
+The work unit (:class:`StartTask`) carries what a worker needs: the model factory
+(:mod:`pymc_odesens.inference.model_source`), the start's index and seed, the method and
+its options. A worker builds the model and compiles its log-posterior once per process
+(kept in a per-process cache keyed by the factory's digest), draws its start from the
+prior with its own seed, and returns a :class:`~pymc_odesens.inference.mode_search.
+StartResult`; any exception in a start (a failed solve at the start, an optimiser error) is
+reported in the result, and the other starts go on. Start ``i``'s seed is the ``i``-th of
+``np.random.SeedSequence(random_seed).spawn(n_starts)``, so the result does not depend on
+the number of workers or on the order in which they finish.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pymc_odesens.inference.local_optimisers import LOCAL_METHODS, maximise_from
+from pymc_odesens.inference.mode_objective import ModeObjective
+from pymc_odesens.inference.mode_search import ModeSearchResult, StartResult
+from pymc_odesens.inference.model_source import factory_key, model_source
+from pymc_odesens.inference.smmala_metric import likelihood_terms
+
+__all__ = ["StartTask", "find_modes", "run_start"]
+
+
+@dataclass(frozen=True)
+class StartTask:
+    """One start of a multistart search: everything a worker needs, and nothing compiled.
+
+    Attributes
+    ----------
+    factory : callable
+        Picklable; returns the ``pymc.Model``.
+    key : str
+        The factory's digest (the worker's cache key for the compiled objective).
+    index : int
+        The start's index (0 to ``n_starts - 1``).
+    seed : numpy.random.SeedSequence
+        The start's seed (its draw from the prior).
+    method : str
+    max_iterations : int
+    gradient_tolerance : float
+    compile_kwargs : tuple of (str, value)
+    """
+
+    factory: Callable
+    key: str
+    index: int
+    seed: np.random.SeedSequence
+    method: str
+    max_iterations: int
+    gradient_tolerance: float
+    compile_kwargs: tuple = field(default=())
+
+
+# per process: compiled objectives by (factory digest, compile_kwargs), shared by the
+# threads of a thread-pool executor (each calls its own copy of the compiled functions)
+_OBJECTIVES: dict[tuple, ModeObjective] = {}
+_OBJECTIVES_LOCK = threading.Lock()
+
+
+def _objective(task: StartTask) -> ModeObjective:
+    key = (task.key, task.compile_kwargs)
+    with _OBJECTIVES_LOCK:
+        objective = _OBJECTIVES.get(key)
+        if objective is None:
+            objective = ModeObjective(task.factory(), dict(task.compile_kwargs))
+            _OBJECTIVES[key] = objective
+    return objective
+
+
+def run_start(task: StartTask) -> StartResult:
+    """Run one start (in a worker): draw it from the prior, maximise, evaluate the end.
+
+    Never raises for a failing start: the exception's type and message are the result's
+    ``message`` with ``status="failed"``.
+    """
+    began = time.perf_counter()
+    x0 = None
+    try:
+        objective = _objective(task)
+        x0 = objective.draw_start(task.seed)
+        run = maximise_from(
+            objective, x0, task.method, task.max_iterations, task.gradient_tolerance
+        )
+        log_posterior, gradient, log_likelihood = objective.evaluate(run.x)
+        if not math.isfinite(log_posterior):
+            raise ValueError("the log-posterior is not finite where the optimiser ended")
+        return StartResult(
+            index=task.index,
+            status="converged" if run.converged else "not converged",
+            message=run.message,
+            x=run.x,
+            start=x0,
+            parameters=objective.parameters(run.x),
+            log_posterior=log_posterior,
+            log_likelihood=log_likelihood,
+            gradient=gradient,
+            iterations=run.iterations,
+            evaluations=run.evaluations,
+            time=time.perf_counter() - began,
+        )
+    except Exception as error:  # a failing start is a result, not a crash of the search
+        last = traceback.extract_tb(error.__traceback__)[-1:]
+        where = f" ({last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
+        return StartResult(
+            index=task.index,
+            status="failed",
+            message=f"{type(error).__name__}: {error}{where}",
+            x=None,
+            start=x0,
+            parameters=None,
+            log_posterior=-math.inf,
+            log_likelihood=-math.inf,
+            gradient=None,
+            iterations=0,
+            evaluations=0,
+            time=time.perf_counter() - began,
+        )
+
+
+def _fisher_known(model) -> bool:
+    """Whether the Fisher information of every observed variable is known."""
+    try:
+        likelihood_terms(model)
+    except ValueError:
+        return False
+    return bool(model.observed_RVs)
+
+
+def _local_executor(n_workers: int) -> Executor:
+    # spawn: a fork of a process whose threads hold locks (numba, PyTensor) can deadlock
+    return ProcessPoolExecutor(
+        max_workers=n_workers, mp_context=multiprocessing.get_context("spawn")
+    )
+
+
+def find_modes(
+    problem_or_model,
+    n_starts: int,
+    random_seed: int | None = None,
+    *,
+    method: str = "auto",
+    n_workers: int | None = None,
+    executor: Executor | None = None,
+    max_iterations: int = 2000,
+    gradient_tolerance: float = 1e-6,
+    objective_tolerance: float = 1e-3,
+    parameter_tolerance: float = 1e-2,
+    compile_kwargs: Mapping | None = None,
+) -> ModeSearchResult:
+    """Multistart maximisation of the log-posterior from draws of the prior.
+
+    Parameters
+    ----------
+    problem_or_model : PetabProblem, pymc.Model or callable
+        The posterior: a PEtab problem (read by ``PetabProblem.from_yaml``), a PyMC model,
+        or a picklable callable without arguments that returns one
+        (:mod:`pymc_odesens.inference.model_source`).
+    n_starts : int
+        Number of starts, each drawn from the prior (for a PEtab problem: the parameter
+        table's priors, uniform on each parameter's scale within its bounds where none is
+        given).
+    random_seed : int, optional
+        Start ``i`` uses the ``i``-th child of ``np.random.SeedSequence(random_seed)``.
+    method : {"auto", "trust-region-fisher", "L-BFGS-B"}
+        The local optimiser (:mod:`pymc_odesens.inference.local_optimisers`).
+        ``"trust-region-fisher"`` needs observed Normal or LogNormal variables (PEtab's
+        normal noise); ``"auto"`` takes it when every observed variable is one of them,
+        else ``"L-BFGS-B"``.
+    n_workers : int, optional
+        Local worker processes when ``executor`` is None (default: the machine's CPU count,
+        at most ``n_starts``). 1 runs the starts in this process.
+    executor : concurrent.futures.Executor, optional
+        Any executor (a Dask client's ``get_executor()``, a thread or process pool): each
+        start is one ``submit(run_start, task)``. Default: local processes.
+    max_iterations : int
+        Per start (2000).
+    gradient_tolerance : float
+        Convergence: the largest component of the projected gradient (1e-6).
+    objective_tolerance, parameter_tolerance : float
+        Two optima belong to one cluster when their log-posteriors differ by at most
+        ``objective_tolerance`` and their optimisation vectors by at most
+        ``parameter_tolerance`` in every component.
+    compile_kwargs : dict, optional
+        PyTensor's compile arguments of the log-posterior (default: PyTensor's default mode).
+
+    Returns
+    -------
+    ModeSearchResult
+        The starts ranked by log-posterior (best first; failed starts last), their clusters,
+        the waterfall plot, and chain starts and mass matrices for sampling.
+
+    Raises
+    ------
+    ValueError
+        Invalid ``n_starts``, ``method``, ``n_workers`` or tolerances (named); a model with
+        discrete free variables.
+    TypeError
+        ``problem_or_model`` or ``executor`` of the wrong type.
+    """
+    if not isinstance(n_starts, int | np.integer) or n_starts < 1:
+        raise ValueError(f"n_starts: expected a positive integer, got {n_starts!r}")
+    if method != "auto" and method not in LOCAL_METHODS:
+        raise ValueError(f"method: expected 'auto' or one of {LOCAL_METHODS}, got {method!r}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(
+            f"executor: expected a concurrent.futures.Executor, got {type(executor).__name__}"
+        )
+    if n_workers is None:
+        n_workers = min(n_starts, os.cpu_count() or 1)
+    if not isinstance(n_workers, int | np.integer) or n_workers < 1:
+        raise ValueError(f"n_workers: expected a positive integer, got {n_workers!r}")
+    for name, value in (
+        ("gradient_tolerance", gradient_tolerance),
+        ("objective_tolerance", objective_tolerance),
+        ("parameter_tolerance", parameter_tolerance),
+    ):
+        if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+            raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+    began = time.perf_counter()
+    model, factory = model_source(problem_or_model)
+    compile_items = tuple(sorted((compile_kwargs or {}).items()))
+    key = factory_key(factory)
+    objective = ModeObjective(model, dict(compile_items))
+    if method == "auto":
+        method = "trust-region-fisher" if _fisher_known(model) else "L-BFGS-B"
+    elif method == "trust-region-fisher":
+        # an unsupported likelihood is an error of the call, not n_starts failed starts
+        likelihood_terms(model)
+    seeds = np.random.SeedSequence(random_seed).spawn(n_starts)
+    tasks = [
+        StartTask(factory, key, i, seed, method, max_iterations, gradient_tolerance, compile_items)
+        for i, seed in enumerate(seeds)
+    ]
+    if executor is None and n_workers == 1:
+        # in this process, on the model the factory builds (as a worker would: the same
+        # graph, the same bits), compiled once per process
+        results = [run_start(task) for task in tasks]
+    else:
+        own = executor is None
+        pool = _local_executor(n_workers) if own else executor
+        try:
+            futures = [pool.submit(run_start, task) for task in tasks]
+            results = [future.result() for future in futures]
+        finally:
+            if own:
+                pool.shutdown()
+    return ModeSearchResult(
+        results,
+        objective,
+        method=method,
+        objective_tolerance=objective_tolerance,
+        parameter_tolerance=parameter_tolerance,
+        wall_time=time.perf_counter() - began,
+    )

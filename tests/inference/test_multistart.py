@@ -1,0 +1,170 @@
+"""Multistart mode finding on small PyMC models: the MAP against an independent optimum, the
+ranking and clusters, failed starts, worker-count independence, the waterfall plot."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy.optimize import minimize
+from scipy.stats import halfnorm, norm
+
+import pymc_odesens
+from pymc_odesens import OdeSystem, ode_solution
+from pymc_odesens.inference import ModeSearchResult, find_modes
+
+T = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+Y = np.array([0.9, 2.2, 2.8, 4.1, 5.2, 5.8])
+
+
+def line_model() -> pm.Model:
+    """y ~ Normal(a t + b, s): a uniform (bounded coordinate), b normal (no transform),
+    s half-normal (log coordinate)."""
+    with pm.Model() as model:
+        a = pm.Uniform("a", -10.0, 10.0)
+        b = pm.Normal("b", 0.0, 10.0)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", a * T + b, s, observed=Y)
+    return model
+
+
+def _line_log_posterior(v):
+    a, b, s = v
+    if not (-10 < a < 10 and s > 0):
+        return -np.inf
+    return (
+        math.log(1 / 20)
+        + norm.logpdf(b, 0, 10)
+        + halfnorm.logpdf(s, scale=1.0)
+        + norm.logpdf(Y, a * T + b, s).sum()
+    )
+
+
+def test_the_map_is_the_independent_optimum_on_the_variables_own_scale():
+    reference = minimize(
+        lambda v: -_line_log_posterior(v),
+        [1.0, 0.0, 0.5],
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000},
+    )
+    result = find_modes(line_model(), 4, random_seed=3, n_workers=1, method="L-BFGS-B")
+    best = result.best
+    assert best.status == "converged"
+    np.testing.assert_allclose(
+        [best.parameters["a"], best.parameters["b"], best.parameters["s"]],
+        reference.x,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert best.log_posterior == pytest.approx(-reference.fun, abs=1e-6)
+    assert best.log_likelihood == pytest.approx(
+        norm.logpdf(Y, reference.x[0] * T + reference.x[1], reference.x[2]).sum(), abs=1e-6
+    )
+    # one optimum: every start reaches it and they form one cluster, ranked by log-posterior
+    assert len(result.clusters) == 1 and result.clusters[0].size == 4
+    values = [r.log_posterior for r in result.starts]
+    assert values == sorted(values, reverse=True)
+    # the optimisation coordinates: a itself in its bounds, b as is, s on the log scale
+    bounded = {c.name: c.bounded for c in result.objective.coordinates}
+    assert bounded == {"a": True, "b": False, "s": False}
+    np.testing.assert_array_equal(result.objective.lower, [-10.0, -np.inf, -np.inf])
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "trust-region-fisher"])
+def test_both_methods_find_both_modes_of_a_symmetric_posterior(method):
+    # y ~ Normal(a^2, 0.1): modes at a = +-sqrt(2) of equal height, 2 clusters
+    with pm.Model() as model:
+        a = pm.Uniform("a", -3.0, 3.0)
+        pm.Normal("y", a**2, 0.1, observed=[2.0])
+    result = find_modes(model, 6, random_seed=0, n_workers=1, method=method)
+    assert not result.failed
+    assert len(result.clusters) == 2
+    found = sorted(c.parameters["a"] for c in result.clusters)
+    np.testing.assert_allclose(found, [-math.sqrt(2), math.sqrt(2)], atol=1e-6)
+    assert sum(c.size for c in result.clusters) == 6
+
+
+def blow_up_model() -> pm.Model:
+    """x' = a x from x(0) = 1: for a above about 18 the solve to t = 40 overflows (a
+    solver failure, the log-posterior -inf there)."""
+    system = OdeSystem(lambda t, y, p: [p.a * y.x], states=["x"], params=["a"], name="blow_up")
+    with pm.Model() as model:
+        a = pm.Uniform("a", -1.0, 30.0)
+        x = ode_solution(system, [1.0], [1.0, 2.0, 40.0], [a], method="rk45")
+        pm.Normal("y", x[:2, 0], 0.05, observed=[1.35, 1.82])
+    return model
+
+
+def test_a_start_whose_solve_fails_is_reported_and_the_others_go_on():
+    pymc_odesens.reset_failure_counts()
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning):
+        result = find_modes(blow_up_model(), 6, random_seed=5, n_workers=1, method="L-BFGS-B")
+    failed = result.failed
+    assert 0 < len(failed) < 6
+    for r in failed:
+        assert r.status == "failed" and r.x is None and r.log_posterior == -np.inf
+        assert "not finite at the start" in r.message
+        assert r.start[0] > 15  # drawn where the solve overflows
+    assert result.starts[-len(failed) :] == failed  # ranked last
+    assert result.best.parameters["a"] == pytest.approx(0.3, abs=0.02)
+    table = result.to_dataframe()
+    assert (table.loc[[r.index for r in failed], "status"] == "failed").all()
+
+
+def test_results_do_not_depend_on_the_number_of_workers():
+    model = line_model()
+    one = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
+    two = find_modes(model, 4, random_seed=11, n_workers=2, method="L-BFGS-B")
+    with ThreadPoolExecutor(2) as pool:
+        threads = find_modes(model, 4, random_seed=11, executor=pool, method="L-BFGS-B")
+    for other in (two, threads):
+        assert [r.index for r in other.starts] == [r.index for r in one.starts]
+        for a, b in zip(one.starts, other.starts):
+            np.testing.assert_array_equal(a.start, b.start)
+            np.testing.assert_array_equal(a.x, b.x)
+            assert a.log_posterior == b.log_posterior
+
+
+def test_the_waterfall_plot_is_written(tmp_path):
+    with pm.Model() as model:
+        a = pm.Uniform("a", -3.0, 3.0)
+        pm.Normal("y", a**3 - 2 * a, 0.1, observed=[0.5])
+    result = find_modes(model, 8, random_seed=2, n_workers=1, method="L-BFGS-B")
+    path = tmp_path / "waterfall.png"
+    ax = result.plot_waterfall(path=path)
+    assert path.stat().st_size > 5000
+    assert ax.get_yscale() == "log"
+    assert f"{len(result.starts)} starts" in ax.get_title()
+    assert isinstance(result, ModeSearchResult) and "starts" in repr(result)
+
+
+def test_invalid_arguments_are_named():
+    model = line_model()
+    with pytest.raises(ValueError, match="n_starts"):
+        find_modes(model, 0)
+    with pytest.raises(ValueError, match="method"):
+        find_modes(model, 2, method="newton")
+    assert find_modes(model, 1, n_workers=1).method == "trust-region-fisher"
+    with pytest.raises(ValueError, match="n_workers"):
+        find_modes(model, 2, n_workers=0)
+    with pytest.raises(TypeError, match="executor"):
+        find_modes(model, 2, executor="processes")
+    with pytest.raises(TypeError, match="problem_or_model"):
+        find_modes(42, 2)
+    with pm.Model() as discrete:
+        pm.Poisson("k", 3.0)
+    with pytest.raises(ValueError, match=r"discrete free variables \['k'\]"):
+        find_modes(discrete, 2)
+
+
+def test_the_fisher_trust_region_refuses_an_unsupported_likelihood_by_name():
+    with pm.Model() as model:
+        a = pm.Uniform("a", -3.0, 3.0)
+        pm.StudentT("obs", nu=3, mu=a, sigma=1.0, observed=[0.5])
+    with pytest.raises(ValueError, match="'obs' has distribution 'StudentT'"):
+        find_modes(model, 2, method="trust-region-fisher", n_workers=1)
+    # "auto" takes L-BFGS-B there
+    assert find_modes(model, 1, n_workers=1).method == "L-BFGS-B"

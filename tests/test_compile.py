@@ -1,0 +1,42 @@
+"""``python -m pymc_odesens.compile``: every core compiled ahead of time, step by step."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from pymc_odesens import compile as compile_command
+
+
+def test_list_names_every_step_and_group():
+    done = subprocess.run(
+        [sys.executable, "-m", "pymc_odesens.compile", "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(compile_command.STEPS)
+    assert lines[1].split(maxsplit=1) == ["solvers", "the bdf/adams solver"]
+    assert {line.split()[0] for line in lines} == set(compile_command.GROUPS)
+
+
+def test_an_unknown_group_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        compile_command.main(["solvers", "nonsense"])
+    err = capsys.readouterr().err
+    assert "unknown group(s) ['nonsense']" in err and "known: solvers, events" in err
+
+
+def test_steps_of_a_group_report_their_times():
+    # the Fisher information's core: compiled once, loaded from numba's cache after that
+    out = io.StringIO()
+    done = compile_command.compile_steps({"fisher"}, out=out)
+    assert [what for what, _ in done] == ["the Fisher information"]
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[1/1] the Fisher information: ") and lines[0].endswith(" s")
+    assert lines[-1].startswith("compiled in ")
+    assert "pymc_odesens.sensitivity.fisher_accumulation" in sys.modules
