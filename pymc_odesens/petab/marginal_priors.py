@@ -84,7 +84,7 @@ def _moments(row: pd.Series, pid: str, scale: str, function) -> tuple[float, flo
                 lambda x: (value(x) - mean) ** 2 * density(x), lower, upper, limit=200
             )[0]
             variance /= mass
-        except (integrate.IntegrationWarning, ValueError, ZeroDivisionError):
+        except (integrate.IntegrationWarning, ValueError, ZeroDivisionError, OverflowError):
             mean = variance = math.nan
     if not (math.isfinite(mean) and math.isfinite(variance) and variance > 0):
         raise PetabError(

@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import petab.v1 as petab
+import pymc as pm
 import pytensor.tensor as pt
 import sympy as sp
 from petab.v1 import C
 
+from pymc_odesens.ops.failure_potential import failure_potential
 from pymc_odesens.ops.marginal_likelihood import marginal_log_likelihood
 from pymc_odesens.ops.marginal_structure import (
     MarginalColumn,
@@ -56,6 +58,9 @@ from pymc_odesens.petab.tensor_expressions import expression_tensor
 __all__ = ["MarginalizationPlan", "ObservationAnalysis", "observation_analysis"]
 
 _LN10 = math.log(10.0)
+_TINY = float(np.finfo(np.float64).tiny)
+MARGINAL_NAME = "marginalized_measurements"
+"""The name of the potential that holds the marginal likelihood of a marginalised model."""
 SCALING, OFFSET, NOISE = "scaling", "offset", "noise_sd"
 
 
@@ -83,14 +88,32 @@ def _row_indices(graph, group) -> tuple[list, np.ndarray]:
     return symbols, matrix.astype(np.int64)
 
 
+def _event_symbols(event) -> set:
+    """The symbols an event of a system reads: its condition, trigger, times, priority and
+    assignments."""
+    parts = [*event.affect, *event.times]
+    for part in (event.condition, event.trigger, event.priority):
+        if part is not None:
+            parts.append(part)
+    names = set()
+    for part in parts:
+        names |= {s.name for s in getattr(part, "free_symbols", ())}
+    return names
+
+
 def _dynamic_parameters(simulation) -> np.ndarray:
     """Mask over the simulated system's parameters: used by its dynamics (right-hand
-    side, initial state, switching times), in either system."""
+    side, initial state, events, switching times), in any of its systems."""
     names = set()
-    for system in (simulation.system, simulation.steady_state_system):
+    systems = [simulation.system, simulation.steady_state_system]
+    if simulation.preequilibrated_system is not None:
+        systems.append(simulation.preequilibrated_system)
+    for system in systems:
         expressions = list(system.rhs_expressions) + list(system.initial_state_expressions or ())
         for e in expressions:
             names |= {s.name for s in e.free_symbols}
+        for event in system.events:
+            names |= _event_symbols(event)
     for switch in simulation.switches:
         names |= {s.name for s in (switch.time.free_symbols | switch.initial.free_symbols)}
     return np.array([s.name in names for s in simulation.system.param_symbols], dtype=bool)
@@ -673,17 +696,27 @@ class MarginalizationPlan:
     def log_likelihood(self, graph, z, y):
         """The marginal log-likelihood of the block measurements (density of the
         measurements themselves, as PEtab's), given ``z`` and the states ``y``."""
-        c, a, sigma = self.tensors(graph, z, y)
+        c, a, sigma, not_positive = self.tensors(graph, z, y)
+        if not_positive:
+            failure_potential(
+                pm.modelcontext(None), f"{MARGINAL_NAME}_simulation_not_positive", not_positive
+            )
         return marginal_log_likelihood(self.structure, self.data, c, a, sigma) + self.jacobian
 
     def tensors(self, graph, z, y):
-        """``(c, a, sigma)``: the fixed parts, ``A``'s entries and the given noise of the
-        structure's rows (divided by their noise weights)."""
+        """``(c, a, sigma, not_positive)``: the fixed parts, ``A``'s entries and the given
+        noise of the structure's rows (divided by their noise weights), and flags (int8,
+        shape (1,)) of ``log`` / ``log10`` observables whose simulated factor ``f`` of
+        ``h = s^k f`` is not positive somewhere: as for the observed measurements
+        (:mod:`pymc_odesens.petab.noise`), the density is zero there, so the flag is a
+        rejection, and ``ln f`` is taken of the smallest normal float instead, which keeps
+        the gradient finite."""
         analysis = self.analysis
         chosen = set(self.indices)
         n = len(self.order)
         position = {key: i for i, key in enumerate(self.order)}
         c_parts, c_index = [], []
+        not_positive = []
         a_parts, a_index = [], []
         sigma_parts, sigma_index = [], []
         entry_lookup = {}
@@ -744,7 +777,10 @@ class MarginalizationPlan:
                     factor = expression_tensor(
                         observable.formula.xreplace(one), values, f"{label}: observableFormula"
                     )
-                    c_value = pt.log(factor)
+                    factor = pt.as_tensor_variable(factor)
+                    positive = pt.gt(factor, 0.0)
+                    not_positive.append(pt.cast(pt.any(pt.invert(positive)), "int8")[None])
+                    c_value = pt.log(pt.switch(positive, factor, _TINY))
                     if observable.transformation == C.LOG10:
                         c_value = c_value / _LN10
                     for rep in classes:
@@ -766,7 +802,7 @@ class MarginalizationPlan:
         if self.structure.n_entries and len(np.concatenate(a_index)) != self.structure.n_entries:
             raise AssertionError("marginalisation: entries of A left unassigned")
         sigma = _assemble(sigma_parts, sigma_index, n, fill=1.0)
-        return c, a, sigma
+        return c, a, sigma, not_positive
 
 
 def _entries(entry_lookup: dict, column_of: dict, matrix, rows, structure_rows, rep: int):

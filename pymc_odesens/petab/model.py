@@ -5,14 +5,12 @@ from __future__ import annotations
 import pymc as pm
 import pytensor.tensor as pt
 
+from pymc_odesens.petab.marginalization import MARGINAL_NAME
 from pymc_odesens.petab.noise import observed_measurements
 from pymc_odesens.petab.priors import prior_variable
 from pymc_odesens.petab.solver_options import SolverOptions
 
-__all__ = ["MARGINAL_POTENTIAL", "build_pymc_model"]
-
-MARGINAL_POTENTIAL = "marginalized_measurements"
-"""The name of the potential that holds the marginal likelihood of a marginalised model."""
+__all__ = ["build_pymc_model"]
 
 
 def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
@@ -21,7 +19,7 @@ def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
     With a :class:`~pymc_odesens.petab.marginalization.MarginalizationPlan`, its parameters
     get no random variable (their entries of ``x`` are constants that nothing reads), the
     measurements of its blocks no observed variable, and one potential
-    (:data:`MARGINAL_POTENTIAL`) holds their marginal likelihood.
+    (``"marginalized_measurements"``) holds their marginal likelihood.
     """
     parameters = problem.parameters
     graph = problem.graph
@@ -47,5 +45,5 @@ def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
                 o.data,
             )
         if plan is not None:
-            pm.Potential(MARGINAL_POTENTIAL, plan.log_likelihood(graph, z, y))
+            pm.Potential(MARGINAL_NAME, plan.log_likelihood(graph, z, y))
     return model

@@ -10,6 +10,7 @@ import math
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
@@ -19,6 +20,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import digamma
 
 from pymc_odesens.petab import PetabProblem
+from pymc_odesens.petab.likelihood_kernel import HEADER_SIZE, OUT_LLH
 from pymc_odesens.petab.likelihood_op import _call as call_kernel
 from pymc_odesens.petab.priors import bounds_on_scale, inside_bounds
 from pymc_odesens.petab.problem import python_mode
@@ -68,9 +70,10 @@ class JointLikelihood:
         z = self.z.copy()
         for pid, value in linear.items():
             z[self.index[pid]] = value
-        out = np.zeros(2)
-        call_kernel(self.kernel.value_kernel, self.y, z, self.kernel.layout, out)
-        return float(out[0])
+        out = np.zeros(HEADER_SIZE)
+        if call_kernel(self.kernel, self.kernel.value_kernel, self.y, z, out):
+            return -math.inf
+        return float(out[OUT_LLH])
 
 
 def _marginal_value(problem, marginalize, x) -> float:
@@ -451,3 +454,50 @@ def test_nutpie_samples_the_marginal_model_and_recovery_completes_it():
     for pid in problem.parameters.ids:
         assert np.isfinite(idata.posterior[pid].values).all(), pid
     assert abs(float(idata.posterior["sd_pSTAT5A_rel"].mean()) - 0.59) < 0.3
+
+
+def test_a_non_positive_simulation_on_a_log_scale_is_a_rejection(tmp_path):
+    """``obs_log10`` simulated negative (``-s A``): as in the unmarginalised model, the
+    log-density is ``-inf`` (a rejection potential) with a finite gradient."""
+    yaml = write_marginal_problem(tmp_path)
+    table = pd.read_csv(tmp_path / "observables.tsv", sep="\t")
+    row = table["observableId"] == "obs_log10"
+    table.loc[row, "observableFormula"] = "-1 * observableParameter1_obs_log10 * A"
+    table.to_csv(tmp_path / "observables.tsv", sep="\t", index=False)
+    problem = PetabProblem.from_yaml(yaml)
+    report = problem.marginalizable_parameters()
+    assert report.loc["scale_log10", "marginalizable"]  # -s A = s^1 (-A)
+    model = problem.build_model(marginalize=["scale_log10", "scale_log10b"])
+    assert "marginalized_measurements_simulation_not_positive" in model.named_vars
+    point = model.initial_point()
+    assert model.compile_logp()(point) == -np.inf
+    assert np.all(np.isfinite(model.compile_dlogp()(point)))
+
+
+def test_parameters_read_by_model_events_are_not_marginalised(tmp_path):
+    """``frac`` (a parameter of the model that an event's assignment reads) and
+    ``dose_amount`` (a condition's value of one) enter the observable as offsets, but they
+    are parameters of the dynamics."""
+    from tests.petab.turnover_events import CUT, DOSE, write_problem
+
+    conditions = {
+        "early": {
+            "u": "u_stim",
+            "t_dose": "t_first",
+            "dose": "dose_amount",
+            "t_cut": 2.0,
+            "th": 0.0,
+        }
+    }
+    events = [{**DOSE, "id": "dose_event"}, {**CUT, "id": "cut_event"}]  # ids of their own
+    yaml = write_problem(tmp_path, events, conditions, [("", "early", [0.5, 1.5, 3.0])])
+    table = pd.read_csv(tmp_path / "observables.tsv", sep="\t")
+    table["observableFormula"] = "A + frac + dose_amount"
+    table.to_csv(tmp_path / "observables.tsv", sep="\t", index=False)
+    parameters = pd.read_csv(tmp_path / "parameters.tsv", sep="\t")
+    parameters = parameters[parameters["parameterId"] != "u_pre"]  # of pre-equilibrations
+    parameters.to_csv(tmp_path / "parameters.tsv", sep="\t", index=False)
+    report = PetabProblem.from_yaml(yaml).marginalizable_parameters()
+    for pid in ("frac", "dose_amount"):
+        assert not report.loc[pid, "marginalizable"], pid
+        assert "dynamics" in report.loc[pid, "reason"], pid
