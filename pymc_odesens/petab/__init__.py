@@ -1,7 +1,8 @@
 """Layer 6: PEtab problems as log-likelihoods, gradients and PyMC models.
 
-``PetabProblem.from_yaml(path)`` reads a PEtab v1 problem with the petab library (the
-tables) and :meth:`OdeSystem.from_sbml <pymc_odesens.OdeSystem.from_sbml>` (the model);
+``PetabProblem.from_yaml(path)`` reads a PEtab v1 or v2 problem (its YAML file or its
+folder) with the petab library (the tables; v2 in its v1 form) and
+:meth:`OdeSystem.from_sbml <pymc_odesens.OdeSystem.from_sbml>` (the model);
 ``.log_likelihood(x)``, ``.log_likelihood_gradient(x)`` and ``.build_model()`` follow. See
 docs/petab.md. This layer imports every other; nothing imports it.
 """

@@ -1,16 +1,22 @@
 """The observable table: observable and noise formulas in the simulated system's symbols.
 
 petab's ``sympify_petab`` reads each ``observableFormula`` and ``noiseFormula``; every name
-in them is then bound here:
+in them is then bound here, in this order:
 
+- ``observableParameter<k>_<id>`` / ``noiseParameter<k>_<id>`` of the observable ``<id>``
+  itself: a placeholder, given per measurement by its ``observableParameters`` /
+  ``noiseParameters``. The observable formula has its observable parameters, the noise
+  formula its noise parameters and the observable parameters of its observable formula (an
+  additive-plus-relative error ``noiseParameter1_o + noiseParameter2_o * <observable
+  formula>`` repeats them; they take the measurement's ``observableParameters`` values);
+- in a noise formula, the observable's own id: its value;
 - an SBML id: what its symbol denotes (a species' concentration or amount, an assigned
   parameter, a compartment's size, a reaction's rate), as an expression of the simulated
   system's ``t``, states and parameters (``system.outputs``);
-- ``observableParameter<k>_<id>`` / ``noiseParameter<k>_<id>``: a placeholder, given per
-  measurement by its ``observableParameters`` / ``noiseParameters``;
+- ``time``: the measurement's time;
 - an id of the parameter table that is not a model id: a parameter of the observation
-  model (estimated or fixed);
-- ``time``: the measurement's time; in a noise formula, the observable's own id: its value.
+  model (estimated or fixed), whatever its shape: ``noiseParameter2_cycA_nuc`` in the
+  parameter table is a parameter, not a placeholder of an observable ``cycA_nuc``.
 
 Any other name is an error that names it.
 """
@@ -109,11 +115,6 @@ def _bind(
         name = symbol.name
         if name in placeholders:
             replacement[symbol] = placeholders[name]
-        elif _PLACEHOLDER.match(name):
-            raise PetabError(
-                f"{label}: the placeholder {name!r} belongs to another observable (or is "
-                "numbered out of sequence)"
-            )
         elif own is not None and name == own[0]:
             replacement[symbol] = own[1]
         elif name in outputs:
@@ -123,6 +124,14 @@ def _bind(
         elif name in parameter_ids:
             stand_in = table_parameters.setdefault(name, sp.Symbol(name))
             replacement[symbol] = stand_in
+        elif _PLACEHOLDER.match(name):
+            raise PetabError(
+                f"{label}: {name!r} has the shape of a placeholder, but is neither a "
+                f"placeholder of this observable ({', '.join(sorted(placeholders)) or 'none'}; "
+                "placeholders are numbered from 1 without gaps, and a noise formula may use "
+                "those of its observable formula), nor an id of the parameter table or of "
+                "the SBML model"
+            )
         else:
             raise PetabError(
                 f"{label}: {name!r} is neither an id of the SBML model, of the parameter "
@@ -192,7 +201,7 @@ def read_observables(
             f"observable {oid!r}: noiseFormula",
             system,
             parameter_ids,
-            {s.name: s for s in noise_placeholders},
+            {s.name: s for s in (*noise_placeholders, *observable_placeholders)},
             table_parameters,
             (oid, formula),
         )

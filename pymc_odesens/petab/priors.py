@@ -220,8 +220,15 @@ def check_prior(row: pd.Series, pid: str, position: int | None = None) -> None:
 
 
 def _base(kind: str, parameters: tuple, lower: float, upper: float, size=None):
-    """The prior's own variable (truncated to [lower, upper]) as an unnamed distribution."""
-    a, b = parameters
+    """The prior's own variable (truncated to [lower, upper]) as an unnamed distribution.
+
+    Every number is a numpy float64: PyTensor makes a Python float that float32 holds
+    exactly (10.0, 0.5) a float32 constant, and the log-density's terms of constants alone
+    (a uniform's ``-log(b - a)``, a truncated normal's normaliser) were then computed in
+    float32 (``-log(10)`` 3.2e-8 off).
+    """
+    a, b = (np.float64(v) for v in parameters)
+    lower, upper = np.float64(lower), np.float64(upper)
     lo, hi = _finite(lower), _finite(upper)
     if kind in (C.UNIFORM, C.PARAMETER_SCALE_UNIFORM):
         return pm.Uniform.dist(max(a, lower), min(b, upper), size=size)

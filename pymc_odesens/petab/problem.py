@@ -1,4 +1,4 @@
-"""`PetabProblem`: a PEtab v1 problem as log-likelihood, gradient and PyMC model."""
+"""`PetabProblem`: a PEtab problem (v1 or v2) as log-likelihood, gradient and PyMC model."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from pymc_odesens.petab.model import build_pymc_model
 from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.priors import check_prior
+from pymc_odesens.petab.problem_files import read_problem
 from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
@@ -122,7 +123,7 @@ class PetabModelFactory:
 
 
 class PetabProblem:
-    """A PEtab v1 problem: its SBML model, experiments, observables and parameters.
+    """A PEtab problem: its SBML model, experiments, observables and parameters.
 
     Build one with :meth:`from_yaml`. The estimated parameters ``x`` are those of the
     parameter table with ``estimate = 1``, in table order, on their ``parameterScale``.
@@ -144,9 +145,17 @@ class PetabProblem:
     options : SolverOptions
     publication : str
         The model's publication (from the SBML annotation).
+    format_version : int
+        The problem file's major PEtab version (1 or 2).
+    petab_v2_problem : petab.v2.Problem or None
+        A v2 problem as the petab library read it (``petab_problem`` is its v1 form).
     yaml_path : pathlib.Path or None
-        The YAML file the problem was read from (:meth:`from_yaml`), else None.
+        The YAML file the problem was read from (:meth:`from_yaml`; the problem file of a
+        folder given), else None.
     """
+
+    format_version: int = 1
+    petab_v2_problem = None
 
     def __init__(self, petab_problem: petab.Problem, name: str, options: SolverOptions) -> None:
         self.petab_problem = petab_problem
@@ -187,12 +196,19 @@ class PetabProblem:
     # construction ---------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, **options) -> PetabProblem:
-        """Read a PEtab v1 problem from its YAML file.
+        """Read a PEtab problem (v1 or v2, by its ``format_version``) from its YAML file.
+
+        A v2 problem is read and checked by ``petab.v2`` and simulated in the v1 form it
+        states (:mod:`pymc_odesens.petab.v2_reader`; docs/petab.md, "PEtab v2"):
+        its parameters are on the linear scale, except those with a ``log-*`` prior (on the
+        natural-log scale; :attr:`parameters` ``.scales`` says which).
 
         Parameters
         ----------
         path : str or path-like
-            The problem's ``.yaml`` file (the tables are read relative to it).
+            The problem's ``.yaml`` file (the tables are read relative to it), or a folder
+            holding exactly one problem file
+            (:func:`~pymc_odesens.petab.problem_files.problem_file`).
         **options
             :class:`~pymc_odesens.petab.solver_options.SolverOptions` (``method``,
             ``sensitivity``, ``relative_tolerance``, ``absolute_tolerance``,
@@ -201,24 +217,28 @@ class PetabProblem:
         Raises
         ------
         FileNotFoundError
-            ``path`` names no file.
+            ``path`` names no file, or a folder without a problem file.
         PetabUnsupportedError
             The problem uses a feature the importer does not cover (named).
         PetabError
             The tables are inconsistent or hold an entry PEtab does not allow (petab's own
             checks, :func:`pymc_odesens.petab.validation.check_tables`, and the priors'
-            and bounds', :func:`pymc_odesens.petab.priors.check_prior`): the message names
-            the table, row, column and entry.
+            and bounds', :func:`pymc_odesens.petab.priors.check_prior`; for v2 problems
+            first petab's v2 checks): the message names the table, row, column and entry.
+            Also: a folder with several problem files (named).
         """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no PEtab problem file {str(path)!r}")
-        with warnings.catch_warnings():
-            # pandas' deprecations of what petab calls, not the user's to act on
-            warnings.filterwarnings("ignore", module=r"petab\.")
-            petab_problem = petab.Problem.from_yaml(str(path))
-        problem = cls(petab_problem, path.stem, SolverOptions(**options))
-        problem.yaml_path = path.resolve()
+        source = read_problem(path)
+        options = SolverOptions(**options)
+        try:
+            problem = cls(source.petab_problem, source.name, options)
+        except PetabError as error:
+            explained = source.explained(error)
+            if explained is error:
+                raise
+            raise explained from error
+        problem.format_version = source.format_version
+        problem.petab_v2_problem = source.petab_v2_problem
+        problem.yaml_path = source.path.resolve()
         return problem
 
     def _build_graph(self) -> PetabGraph:

@@ -5,9 +5,9 @@ sampler, but not exactly there. Started exactly at the nominal values, nutpie's 
 Bachmann_MSB2011 ran with a step size below 0.005 and 1023 gradient evaluations per draw
 through their first draws: nutpie's first mass matrix is estimated from the gradient at the
 start, which vanishes at a mode (measured on Boehm_JProteomeRes2014: docs/pymc.md, "Modes
-first"; :meth:`pymc_odesens.inference.ModeSearchResult.laplace` gives starts that avoid it). PyMC's own jitter,
-uniform(-1, 1) on each variable's transformed scale, is the other extreme on wide bounds:
-up to 3.7 decades on log10 [-8, 8] (docs/petab.md#sampling).
+first"; :meth:`pymc_odesens.inference.ModeSearchResult.laplace` gives starts that avoid
+it). PyMC's own jitter, uniform(-1, 1) on each variable's transformed scale, is the other
+extreme on wide bounds: up to 3.7 decades on log10 [-8, 8] (docs/petab.md#sampling).
 
 :func:`start_values` gives each chain its own start, uniform within ``spread`` of the
 nominal value on the parameter's scale and inside its bounds, as PyTensor expressions that

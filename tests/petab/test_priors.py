@@ -88,6 +88,26 @@ def test_densities_against_scipy():
     assert float(pm.logp(x, theta).eval()) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["uniform", "parameterScaleUniform"])
+def test_numbers_float32_holds_keep_double_precision(kind):
+    # 0 and 10 are exact in float32: PyTensor made them float32 constants, and the
+    # density -log(10) was computed in float32 (3.2e-8 off)
+    row = pd.Series(
+        {
+            "parameterScale": "lin",
+            "lowerBound": 0.0,
+            "upperBound": 10.0,
+            "nominalValue": 1.0,
+            "estimate": 1,
+            "objectivePriorType": kind,
+            "objectivePriorParameters": "0;10",
+        }
+    )
+    with pm.Model():
+        x = prior_variable("p", row, "lin")
+    assert float(pm.logp(x, 2.5).eval()) == pytest.approx(-math.log(10.0), rel=1e-15)
+
+
 @pytest.mark.parametrize("kind", ["normal", "logLaplace", "parameterScaleNormal"])
 def test_draws_stay_in_the_bounds_and_follow_the_prior(kind):
     row = _row(kind, "log10")
