@@ -14,7 +14,10 @@ model, or one without ODEs).
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
 - the posterior of marginalised parameters: :func:`recover_marginalized`
-  (``marginal_recovery.py``).
+  (``marginal_recovery.py``);
+- tempered sequential Monte Carlo with HMC moves and the model evidence
+  (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
+  (:func:`compare_models`, :func:`log_evidence`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
@@ -29,6 +32,7 @@ from pymc_odesens.inference.mode_metric import (
     mode_metric_nuts,
 )
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult, StartResult
+from pymc_odesens.inference.model_comparison import compare_models
 from pymc_odesens.inference.multistart import StartTask, find_modes, run_start
 from pymc_odesens.inference.pooled_metric import (
     pooled_covariance,
@@ -42,6 +46,8 @@ from pymc_odesens.inference.sampling import (
     sampling_compile_kwargs,
 )
 from pymc_odesens.inference.sampling_report import sampling_times, times_line
+from pymc_odesens.inference.smc import sample_smc
+from pymc_odesens.inference.smc_evidence import log_evidence
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -72,4 +78,7 @@ __all__ = [
     "convergence_report",
     "sampling_times",
     "times_line",
+    "sample_smc",
+    "compare_models",
+    "log_evidence",
 ]

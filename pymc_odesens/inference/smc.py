@@ -1,0 +1,318 @@
+"""``sample_smc``: tempered sequential Monte Carlo with exact gradients, and the evidence.
+
+Independent runs, each a population of particles carried from draws of the prior to the
+posterior through the tempered densities ``log prior + beta log likelihood``
+(:mod:`pymc_odesens.inference.smc_run`): adaptive temperature steps
+(:mod:`~pymc_odesens.inference.smc_tempering`), resampling
+(:mod:`~pymc_odesens.inference.smc_resampling`) and HMC moves with the model's exact
+gradient and a mass matrix from the population (:mod:`~pymc_odesens.inference.smc_hmc`,
+:mod:`~pymc_odesens.inference.smc_mass_matrix`), the log-density compiled in PyTensor's
+NUMBA mode (:mod:`~pymc_odesens.inference.smc_target`). The runs' evidences combine into
+one estimate with its Monte Carlo error (:mod:`~pymc_odesens.inference.smc_evidence`).
+
+Where the work runs: PyTensor's compiled function holds the GIL for the whole call
+(measured on the 2-parameter ODE model of tests/inference/test_smc.py, 38 us a call: two
+threads making 4000 calls each through their own copies took 1.45 times as long as one
+thread making all 8000, on 2 busy cores), so particles are moved in worker *processes*.
+The work units (:mod:`~pymc_odesens.inference.smc_work`) carry the model's factory
+(:mod:`~pymc_odesens.inference.model_source`), never compiled code, so any
+``concurrent.futures.Executor`` can run them. With one core and no executor everything
+runs in this process.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import time
+from collections.abc import Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+from pymc_odesens.inference.model_source import factory_key, model_source
+from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
+from pymc_odesens.inference.smc_posterior import smc_inference_data
+from pymc_odesens.inference.smc_progress import StageProgress
+from pymc_odesens.inference.smc_resampling import RESAMPLING
+from pymc_odesens.inference.smc_run import RunResult, SmcRun, SmcSettings
+from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws
+from pymc_odesens.inference.smc_tempering import CRITERIA
+from pymc_odesens.inference.smc_work import TargetHandle, tempered_target
+
+__all__ = ["sample_smc"]
+
+
+def _check(condition: bool, name: str, expected: str, value) -> None:
+    if not condition:
+        raise ValueError(f"sample_smc: {name} must be {expected}; got {value!r}")
+
+
+def _settings(
+    draws,
+    n_leapfrog,
+    mass_matrix,
+    target_acceptance,
+    criterion,
+    target_ess,
+    resampling,
+    resample_threshold,
+    moves,
+    max_moves,
+    correlation_threshold,
+    max_stages,
+) -> SmcSettings:
+    def integer(v):
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    _check(integer(draws) and draws >= 2, "draws", "an integer >= 2", draws)
+    _check(integer(n_leapfrog) and n_leapfrog >= 1, "n_leapfrog", "an integer >= 1", n_leapfrog)
+    _check(mass_matrix in MASS_MATRICES, "mass_matrix", f"one of {MASS_MATRICES}", mass_matrix)
+    _check(0.0 < target_acceptance < 1.0, "target_acceptance", "in (0, 1)", target_acceptance)
+    _check(criterion in CRITERIA, "criterion", f"one of {CRITERIA}", criterion)
+    _check(0.0 < target_ess < 1.0, "target_ess", "in (0, 1)", target_ess)
+    _check(resampling in RESAMPLING, "resampling", f"one of {tuple(RESAMPLING)}", resampling)
+    if resample_threshold is None:
+        resample_threshold = 1.0 if criterion == "ess" else 0.5
+    _check(0.0 < resample_threshold <= 1.0, "resample_threshold", "in (0, 1]", resample_threshold)
+    if criterion == "ess":
+        _check(
+            resample_threshold > target_ess,
+            "resample_threshold",
+            f"above target_ess = {target_ess} with criterion='ess' (else the next stage "
+            "starts below the ESS target; use criterion='cess' to resample less often)",
+            resample_threshold,
+        )
+    _check(
+        moves is None or (integer(moves) and moves >= 1), "moves", "None or an integer >= 1", moves
+    )
+    _check(integer(max_moves) and max_moves >= 1, "max_moves", "an integer >= 1", max_moves)
+    _check(
+        0.0 < correlation_threshold < 1.0,
+        "correlation_threshold",
+        "in (0, 1)",
+        correlation_threshold,
+    )
+    _check(integer(max_stages) and max_stages >= 1, "max_stages", "an integer >= 1", max_stages)
+    return SmcSettings(
+        draws=int(draws),
+        n_leapfrog=int(n_leapfrog),
+        mass_matrix=mass_matrix,
+        target_acceptance=float(target_acceptance),
+        criterion=criterion,
+        target_ess=float(target_ess),
+        resampling=resampling,
+        resample_threshold=float(resample_threshold),
+        moves=None if moves is None else int(moves),
+        max_moves=int(max_moves),
+        correlation_threshold=float(correlation_threshold),
+        max_stages=int(max_stages),
+    )
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _model_and_factory(model):
+    if model is None:
+        model = pm.modelcontext(None)
+    if hasattr(model, "build_model") and not hasattr(model, "model_factory"):
+        model = model.build_model()  # a PEtab problem without a factory: its model, pickled
+    return model_source(model)
+
+
+def _dispatch_inline(model, function, units):
+    return [function(unit, model) for unit in units]
+
+
+def _dispatch_executor(executor: Executor, function, units):
+    futures = [executor.submit(function, unit) for unit in units]
+    return [f.result() for f in futures]
+
+
+def sample_smc(
+    model=None,
+    *,
+    draws: int = 1000,
+    runs: int = 4,
+    random_seed=None,
+    target_ess: float = 0.5,
+    criterion: str = "ess",
+    resampling: str = "systematic",
+    resample_threshold: float | None = None,
+    n_leapfrog: int = 10,
+    mass_matrix: str = "diag",
+    target_acceptance: float = 0.65,
+    moves: int | None = None,
+    max_moves: int = 10,
+    correlation_threshold: float = 0.1,
+    max_stages: int = 500,
+    cores: int | None = None,
+    executor: Executor | None = None,
+    progressbar: bool = True,
+    compile_kwargs: Mapping | None = None,
+) -> az.InferenceData:
+    """Tempered sequential Monte Carlo from the prior to the posterior, with the evidence.
+
+    Each of ``runs`` independent runs draws ``draws`` particles from the prior and carries
+    them through ``log prior + beta log likelihood`` for ``beta`` from 0 to 1: the next
+    ``beta`` keeps the effective sample size (or the conditional ESS) of the reweighted
+    particles at ``target_ess`` of ``draws``; the particles are resampled and moved by HMC
+    (``n_leapfrog`` leapfrog steps with the model's exact gradient, the mass matrix from the
+    population's covariance, the step size adapted to ``target_acceptance``). The evidence
+    (marginal likelihood) is the product of the stages' mean incremental weights. See
+    docs/smc.md.
+
+    The prior is the free variables' priors; the likelihood is the observed variables *and
+    every potential* (the particles start as prior draws, which know no potentials). A
+    failed ODE solve makes the log-likelihood ``-inf``: the particle gets weight 0, a move
+    that reaches one is rejected (counted in ``sample_stats.failed_evaluations``).
+
+    Parameters
+    ----------
+    model : pymc.Model, PEtab problem or callable, optional
+        Default: the model in context. A PEtab problem
+        (:class:`pymc_odesens.petab.PetabProblem`) samples its ``build_model()``; a callable
+        without arguments returning a ``pymc.Model`` is called here and in each worker.
+    draws : int
+        Particles per run (1000).
+    runs : int
+        Independent runs (4), the ``chain`` dimension of the result: R-hat across runs and
+        the evidence's Monte Carlo error come from their agreement.
+    random_seed : int or sequence of int, optional
+        The result is the same, bit for bit, for the same seed whatever ``cores`` or
+        ``executor``.
+    target_ess : float
+        The criterion's target at each temperature step, a fraction of ``draws`` (0.5).
+    criterion : {"ess", "cess"}
+        ``"ess"``: effective sample size of the new weights; ``"cess"``: conditional ESS
+        (Zhou, Johansen, Aston 2016).
+    resampling : {"systematic", "residual"}
+    resample_threshold : float, optional
+        Resample when the ESS falls below this fraction of ``draws`` (and always at
+        ``beta = 1``). Default 1.0 (every stage) for ``"ess"``, which needs it above
+        ``target_ess``; 0.5 for ``"cess"``.
+    n_leapfrog : int
+        Leapfrog steps per HMC move (10).
+    mass_matrix : {"diag", "dense"}
+        The population's variances or its whole covariance.
+    target_acceptance : float
+        The mean acceptance rate the step size is adapted to (0.65).
+    moves : int, optional
+        HMC moves per stage; default: until the largest correlation between the particles'
+        coordinates at the start of the stage and now is below ``correlation_threshold``,
+        at most ``max_moves``.
+    max_moves : int
+        (10)
+    correlation_threshold : float
+        (0.1)
+    max_stages : int
+        A run that has not reached ``beta = 1`` after this many stages raises (500).
+    cores : int, optional
+        Worker processes when no ``executor`` is given (default: the cores available to
+        this process; 1 runs everything here). Workers are started with ``spawn``: a
+        script that calls ``sample_smc`` with ``cores > 1`` must guard its main code with
+        ``if __name__ == "__main__":``.
+    executor : concurrent.futures.Executor, optional
+        Runs the work units (batches of particles) instead of local processes; the runs
+        proceed concurrently and share it.
+    progressbar : bool
+        One line per stage and run on stderr (stage, beta, ESS, acceptance, step size,
+        moves, failed evaluations, time).
+    compile_kwargs : dict, optional
+        For PyTensor's compile of the log-density (default ``{"mode": "NUMBA"}``).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` (the final particles, ``chain`` = run, with deterministics),
+        ``sample_stats`` (``log_marginal_likelihood`` per run and
+        ``log_marginal_likelihood_mcse``; per stage ``beta``, ``ess``,
+        ``acceptance_rate``, ``step_size``, ``moves``, ``failed_evaluations``...; the
+        combined estimate in the attributes), ``observed_data``
+        (:mod:`pymc_odesens.inference.smc_posterior`).
+
+    Raises
+    ------
+    ValueError
+        An option out of its range (named), a model with discrete free variables, a prior
+        whose density is not finite at its draws, or every prior draw with log-likelihood
+        ``-inf``.
+    RuntimeError
+        A run did not reach ``beta = 1`` within ``max_stages``.
+    """
+    started = time.perf_counter()
+    settings = _settings(
+        draws,
+        n_leapfrog,
+        mass_matrix,
+        target_acceptance,
+        criterion,
+        target_ess,
+        resampling,
+        resample_threshold,
+        moves,
+        max_moves,
+        correlation_threshold,
+        max_stages,
+    )
+    _check(isinstance(runs, (int, np.integer)) and runs >= 1, "runs", "an integer >= 1", runs)
+    _check(
+        cores is None or (isinstance(cores, (int, np.integer)) and cores >= 1),
+        "cores",
+        "None or an integer >= 1",
+        cores,
+    )
+    local_model, factory = _model_and_factory(model)
+    compile_options = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
+    handle = TargetHandle(factory, factory_key(factory), tuple(sorted(compile_options.items())))
+    layout = ParticleLayout.of(local_model)
+    prior = PriorDraws(local_model)
+    entropy = np.random.SeedSequence(random_seed).entropy
+    progress = StageProgress(runs, settings.draws, enabled=progressbar)
+
+    workers = cores if cores is not None else _available_cores()
+    own_executor = None
+    if executor is None and workers > 1:
+        own_executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        executor = own_executor
+    try:
+        if executor is None:
+            tempered_target(handle, local_model)  # compile once, here
+            dispatch = functools.partial(_dispatch_inline, local_model)
+            batches = 1
+        else:
+            dispatch = functools.partial(_dispatch_executor, executor)
+            slots = getattr(executor, "_max_workers", None) or workers
+            batches = max(1, -(-2 * slots // runs))
+
+        starts = [
+            prior.draw(settings.draws, np.random.SeedSequence(entropy, spawn_key=(run, 0)))
+            for run in range(runs)
+        ]
+
+        def one_run(run: int) -> RunResult:
+            positions = starts[run]
+            sampler = SmcRun(run, settings, handle, entropy, dispatch, batches, progress.stage)
+            result = sampler.sample(positions)
+            progress.finished(run, result.log_evidence, len(result.stages), result.seconds)
+            return result
+
+        if executor is None or runs == 1:
+            results = [one_run(r) for r in range(runs)]
+        else:
+            with ThreadPoolExecutor(max_workers=runs) as threads:
+                results = list(threads.map(one_run, range(runs)))
+    finally:
+        if own_executor is not None:
+            own_executor.shutdown(wait=True, cancel_futures=True)
+    return smc_inference_data(local_model, layout, results, settings, time.perf_counter() - started)

@@ -1,0 +1,55 @@
+"""The progress display of tempered SMC: one line per temperature stage of each run."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from pymc_odesens.inference.smc_run import StageRecord
+
+__all__ = ["StageProgress"]
+
+
+class StageProgress:
+    """Prints each stage of each run as it ends (safe to call from the runs' threads).
+
+    Parameters
+    ----------
+    runs : int
+    draws : int
+        Particles per run.
+    enabled : bool
+    stream : text stream, optional
+        Default ``sys.stderr``.
+    """
+
+    def __init__(self, runs: int, draws: int, enabled: bool = True, stream: TextIO | None = None):
+        self.runs = runs
+        self.draws = draws
+        self.enabled = enabled
+        self.stream = stream
+        self._lock = threading.Lock()
+
+    def _print(self, text: str) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            print(text, file=self.stream or sys.stderr, flush=True)
+
+    def stage(self, run: int, stage: int, record: StageRecord) -> None:
+        """One line: run, stage, beta, ESS, acceptance, step size, moves, failures, time."""
+        self._print(
+            f"SMC run {run + 1}/{self.runs} stage {stage:3d}: beta {record.beta:.4g}  "
+            f"ESS {record.ess:.0f}/{self.draws}{' (resampled)' if record.resampled else ''}  "
+            f"acceptance {record.acceptance_rate:.2f}  step {record.step_size:.3g}  "
+            f"moves {record.moves}  failed {record.failed_evaluations}  "
+            f"{record.seconds:.1f} s"
+        )
+
+    def finished(self, run: int, log_evidence: float, stages: int, seconds: float) -> None:
+        """The run's last line: its log evidence, stages and wall time."""
+        self._print(
+            f"SMC run {run + 1}/{self.runs} done: log evidence {log_evidence:.4f}, "
+            f"{stages} stages, {seconds:.1f} s"
+        )

@@ -1,0 +1,213 @@
+"""The tempered targets of sequential Monte Carlo: a PyMC model's prior and likelihood apart.
+
+Tempered SMC moves particles through the densities ``log prior + beta * log likelihood``
+for ``beta`` from 0 to 1 (:func:`pymc_odesens.inference.sample_smc`). :class:`TemperedTarget`
+compiles, for one model, a function of the raveled value variables (the sampler's
+unconstrained coordinates) that returns both terms and their exact gradients at once:
+
+- **prior**: ``model.varlogp``, the free random variables' log-densities with the
+  transforms' log-Jacobians (the density of the unconstrained coordinates);
+- **likelihood**: ``model.observedlogp + model.potentiallogp``, the observed variables and
+  *every* potential. Potentials belong to the likelihood because the population starts as
+  draws from the free variables' priors, which know nothing of potentials; a potential
+  tempered in with the likelihood is weighted in exactly. The solver-failure potential of
+  :func:`pymc_odesens.ode_solution` is one of them: a failed solve makes the log-likelihood
+  ``-inf`` (and its gradient 0), so the particle gets weight 0 at any ``beta > 0`` and a
+  move that reaches it is rejected. A user's potential that encodes prior knowledge is
+  tempered too, and the evidence is that of the model with the potential
+  (``∫ prior · exp(potentials) · likelihood``), as for PyMC's ``pm.sample_smc``.
+
+The function is compiled with ``compile_kwargs`` (PyTensor's ``NUMBA`` mode by default: the
+ODE solves and their sensitivities run as one compiled function) and called through a copy
+per thread (:class:`~pymc_odesens.ops.per_thread_function.PerThreadFunction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.initial_point import make_initial_point_expression
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.pytensorf import find_rng_nodes, join_nonshared_inputs, reseed_rngs
+from pymc.vartypes import continuous_types
+
+from pymc_odesens.ops.per_thread_function import PerThreadFunction
+
+__all__ = ["Evaluation", "ParticleLayout", "PriorDraws", "TemperedTarget"]
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """The prior and likelihood terms at one point, with their gradients.
+
+    Attributes
+    ----------
+    log_prior, log_likelihood : float
+    grad_log_prior, grad_log_likelihood : numpy.ndarray
+        Gradients in the raveled unconstrained coordinates.
+    """
+
+    log_prior: float
+    log_likelihood: float
+    grad_log_prior: np.ndarray
+    grad_log_likelihood: np.ndarray
+
+    @property
+    def finite(self) -> bool:
+        """Whether both terms and both gradients are finite (a failed solve is not)."""
+        return bool(
+            np.isfinite(self.log_prior)
+            and np.isfinite(self.log_likelihood)
+            and np.all(np.isfinite(self.grad_log_prior))
+            and np.all(np.isfinite(self.grad_log_likelihood))
+        )
+
+    def tempered(self, beta: float) -> tuple[float, np.ndarray]:
+        """``(log prior + beta log likelihood, its gradient)``."""
+        return (
+            self.log_prior + beta * self.log_likelihood,
+            self.grad_log_prior + beta * self.grad_log_likelihood,
+        )
+
+
+@dataclass(frozen=True)
+class ParticleLayout:
+    """Where each value variable lives in a particle's raveled vector.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The value variables (``k_log__``), in the vector's order.
+    shapes : tuple of tuple of int
+    size : int
+        The vector's length.
+    """
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    size: int
+
+    @classmethod
+    def of(cls, model: pm.Model) -> ParticleLayout:
+        """The layout of ``model``'s value variables (all of them must be continuous).
+
+        Raises
+        ------
+        ValueError
+            The model has discrete free variables (named): HMC moves need gradients.
+        """
+        discrete = [v.name for v in model.value_vars if v.dtype not in continuous_types]
+        if discrete:
+            raise ValueError(
+                f"sample_smc: the model's free variables {discrete} are discrete; the "
+                "gradient-based moves of sample_smc need continuous variables only"
+            )
+        point = model.initial_point()
+        shapes = tuple(tuple(np.shape(point[v.name])) for v in model.value_vars)
+        size = int(sum(int(np.prod(s)) for s in shapes))
+        return cls(tuple(v.name for v in model.value_vars), shapes, size)
+
+    def split(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        """The value variables of one raveled vector, by name."""
+        out, offset = {}, 0
+        for name, shape in zip(self.names, self.shapes):
+            n = int(np.prod(shape))
+            out[name] = np.asarray(vector[offset : offset + n]).reshape(shape)
+            offset += n
+        return out
+
+    def join(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The raveled vector of a point given by value variable names."""
+        if self.size == 0:
+            return np.zeros(0)
+        return np.concatenate([np.ravel(point[name]) for name in self.names]).astype(float)
+
+
+def _flat_gradient(term, value_vars) -> pt.TensorVariable:
+    if not value_vars:
+        return pt.zeros((0,))
+    grads = pt.grad(term, value_vars, disconnected_inputs="ignore")
+    return pt.concatenate([pt.flatten(g) for g in grads])
+
+
+class TemperedTarget:
+    """A model's log-prior and log-likelihood, with exact gradients, in one compiled function.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    compile_kwargs : dict, optional
+        For PyTensor's compile (default ``{"mode": "NUMBA"}``).
+
+    Raises
+    ------
+    ValueError
+        The model has discrete free variables, or no free variables at all.
+    """
+
+    def __init__(self, model: pm.Model, compile_kwargs: Mapping | None = None) -> None:
+        self.layout = ParticleLayout.of(model)
+        if self.layout.size == 0:
+            raise ValueError("sample_smc: the model has no free variables to sample")
+        value_vars = list(model.value_vars)
+        prior = model.varlogp
+        likelihood = model.observedlogp + model.potentiallogp
+        outputs = [
+            prior,
+            likelihood,
+            _flat_gradient(prior, value_vars),
+            _flat_gradient(likelihood, value_vars),
+        ]
+        point = model.initial_point()
+        joined_outputs, x = join_nonshared_inputs(point, outputs, value_vars)
+        kwargs = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
+        kwargs.setdefault("on_unused_input", "ignore")
+        self._function = PerThreadFunction(compile_pytensor([x], joined_outputs, **kwargs))
+
+    def evaluate(self, x: np.ndarray) -> Evaluation:
+        """The prior and likelihood terms and gradients at the raveled point ``x``.
+
+        A failed ODE solve gives ``log_likelihood = -inf`` and a zero gradient (the model's
+        failure potential); nothing is raised.
+        """
+        prior, likelihood, grad_prior, grad_likelihood = self._function(np.asarray(x, dtype=float))
+        return Evaluation(
+            float(prior),
+            float(likelihood),
+            np.array(grad_prior, dtype=float),
+            np.array(grad_likelihood, dtype=float),
+        )
+
+
+class PriorDraws:
+    """Draws from the free variables' priors on the unconstrained scale, as raveled vectors.
+
+    The models' initial values are ignored (a PEtab model starts at the nominal values: its
+    particles must still start from the prior).
+    """
+
+    def __init__(self, model: pm.Model) -> None:
+        self.layout = ParticleLayout.of(model)
+        expressions = make_initial_point_expression(
+            free_rvs=model.free_RVs,
+            rvs_to_transforms=model.rvs_to_transforms,
+            initval_strategies={},
+            default_strategy="prior",
+            return_transformed=True,
+        )
+        self._names = [model.rvs_to_values[rv].name for rv in model.free_RVs]
+        self._function = compile_pytensor([], expressions)
+        self._rngs = find_rng_nodes(expressions)
+
+    def draw(self, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        """``n`` draws (rows), reproducible from ``seed``."""
+        reseed_rngs(self._rngs, [int(v) for v in seed.generate_state(4)])
+        rows = []
+        for _ in range(n):
+            values = self._function()
+            rows.append(self.layout.join(dict(zip(self._names, values))))
+        return np.array(rows, dtype=float).reshape(n, self.layout.size)

@@ -1,0 +1,91 @@
+"""The HMC move of SMC: invariant for the tempered target; a failed evaluation is a rejection."""
+
+import numpy as np
+import pytest
+
+from pymc_odesens.inference.smc_hmc import hmc_move
+from pymc_odesens.inference.smc_mass_matrix import PopulationMetric
+from pymc_odesens.inference.smc_target import Evaluation
+
+# prior N(0, diag(4, 1)), likelihood N(x; (1, -1), diag(1, 0.25)): at beta = 0.5 the tempered
+# target is Gaussian with precision diag(1/4 + 1/2, 1 + 2) and mean precision^-1 (0.5, -2)
+PRIOR_VAR = np.array([4.0, 1.0])
+LIK_VAR = np.array([1.0, 0.25])
+CENTRE = np.array([1.0, -1.0])
+
+
+def gaussian(x):
+    x = np.asarray(x, dtype=float)
+    return Evaluation(
+        float(-0.5 * np.sum(x**2 / PRIOR_VAR)),
+        float(-0.5 * np.sum((x - CENTRE) ** 2 / LIK_VAR)),
+        -x / PRIOR_VAR,
+        -(x - CENTRE) / LIK_VAR,
+    )
+
+
+def test_moves_keep_the_tempered_target_invariant():
+    beta = 0.5
+    precision = 1 / PRIOR_VAR + beta / LIK_VAR
+    mean = (beta * CENTRE / LIK_VAR) / precision
+    metric = PopulationMetric("diag", variances=1.0 / precision)
+    rng = np.random.default_rng(0)
+    # start from exact draws of the target: the moves must keep their distribution
+    x = mean + rng.normal(size=(4000, 2)) / np.sqrt(precision)
+    moved, accepted = [], 0
+    for row in x:
+        outcome = hmc_move(gaussian, row, gaussian(row), beta, metric, 0.9, 5, rng)
+        moved.append(outcome.position)
+        accepted += outcome.accepted
+        there = gaussian(outcome.position)
+        assert outcome.evaluation.log_likelihood == there.log_likelihood
+        np.testing.assert_array_equal(outcome.evaluation.grad_log_prior, there.grad_log_prior)
+    moved = np.array(moved)
+    assert 0.3 < accepted / 4000 < 1.0
+    # standard errors of the mean 0.016 sd, of the variance ~2.2 %
+    assert np.all(np.abs(moved.mean(axis=0) - mean) < 4 * 0.016 / np.sqrt(precision))
+    np.testing.assert_allclose(moved.var(axis=0), 1 / precision, rtol=0.1)
+    # and the particles moved
+    assert np.mean(np.all(moved != x, axis=1)) > 0.3
+
+
+def test_a_failed_evaluation_is_a_rejection_with_finite_values():
+    # the likelihood is -inf (a failed solve: zero gradient) beyond x0 > 0.5
+    def failing(x):
+        e = gaussian(x)
+        if x[0] > 0.5:
+            return Evaluation(e.log_prior, -np.inf, e.grad_log_prior, np.zeros(2))
+        return e
+
+    metric = PopulationMetric("diag", variances=np.ones(2))
+    rng = np.random.default_rng(1)
+    start = np.array([0.45, 0.0])
+    failures = 0
+    for _ in range(200):
+        outcome = hmc_move(failing, start, failing(start), 1.0, metric, 0.5, 10, rng)
+        if outcome.failed:
+            failures += 1
+            assert not outcome.accepted and outcome.acceptance == 0.0
+            np.testing.assert_array_equal(outcome.position, start)
+            assert outcome.evaluation.finite
+        assert np.all(np.isfinite(outcome.position))
+        assert np.isfinite(outcome.evaluation.log_likelihood)
+    assert failures > 20
+
+
+def test_a_huge_energy_error_is_a_divergence():
+    metric = PopulationMetric("diag", variances=np.ones(2))
+    outcome = hmc_move(
+        gaussian,
+        np.zeros(2),
+        gaussian(np.zeros(2)),
+        1.0,
+        metric,
+        50.0,
+        10,
+        np.random.default_rng(2),
+    )
+    assert outcome.divergent and not outcome.accepted
+    # the trajectory stops at the first point past the energy error limit: its first step
+    assert outcome.gradient_evaluations == 1
+    assert outcome.acceptance == pytest.approx(0.0)
