@@ -189,3 +189,22 @@ def oscillator():
         params=["theta"],
         name="damped_oscillator",
     )
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A loopback Dask cluster for the tests of distributed work (the ``distributed`` extra):
+    2 worker processes with 1 thread each, restarted by their nannies when killed; a task
+    may be on 2 workers that die (``allowed-failures`` 1) before Dask gives up on it. Made
+    once per session, on first use (its workers import the package: seconds)."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
+    client = distributed.Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()

@@ -15,6 +15,11 @@ model, or one without ODEs).
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
 - the posterior of marginalised parameters: :func:`recover_marginalized`
   (``marginal_recovery.py``);
+- where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
+  :func:`work_executor` for this process, local processes, any ``concurrent.futures``
+  executor or a Dask cluster), and a log-likelihood over many experiments evaluated by a
+  cluster's workers, each keeping its part resident (:class:`DistributedLogLikelihood`,
+  ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``);
 - tempered sequential Monte Carlo with HMC moves and the model evidence
   (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
   (:func:`compare_models`, :func:`log_evidence`).
@@ -24,6 +29,16 @@ Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC mode
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.distributed_likelihood import (
+    BalanceReport,
+    DistributedLogLikelihood,
+)
+from pymc_odesens.inference.executor_choice import work_executor
+from pymc_odesens.inference.executors import (
+    ClusterUnavailableError,
+    WorkerLostError,
+    WorkExecutor,
+)
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
 from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
@@ -40,6 +55,7 @@ from pymc_odesens.inference.pooled_metric import (
     sample_pooled_metric,
     sampler_coordinates,
 )
+from pymc_odesens.inference.resident_likelihood import LikelihoodSource, ResidentLikelihood
 from pymc_odesens.inference.sampling import (
     sample,
     sample_posterior_predictive,
@@ -78,6 +94,14 @@ __all__ = [
     "convergence_report",
     "sampling_times",
     "times_line",
+    "work_executor",
+    "WorkExecutor",
+    "WorkerLostError",
+    "ClusterUnavailableError",
+    "DistributedLogLikelihood",
+    "BalanceReport",
+    "LikelihoodSource",
+    "ResidentLikelihood",
     "sample_smc",
     "compare_models",
     "log_evidence",

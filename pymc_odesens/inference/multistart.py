@@ -19,17 +19,16 @@ the number of workers or on the order in which they finish.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pymc_odesens.inference.executor_choice import check_executor, work_executor
 from pymc_odesens.inference.local_optimisers import LOCAL_METHODS, maximise_from
 from pymc_odesens.inference.mode_objective import ModeObjective
 from pymc_odesens.inference.mode_search import ModeSearchResult, StartResult
@@ -144,13 +143,6 @@ def _fisher_known(model) -> bool:
     return bool(model.observed_RVs)
 
 
-def _local_executor(n_workers: int) -> Executor:
-    # spawn: a fork of a process whose threads hold locks (numba, PyTensor) can deadlock
-    return ProcessPoolExecutor(
-        max_workers=n_workers, mp_context=multiprocessing.get_context("spawn")
-    )
-
-
 def find_modes(
     problem_or_model,
     n_starts: int,
@@ -158,7 +150,7 @@ def find_modes(
     *,
     method: str = "auto",
     n_workers: int | None = None,
-    executor: Executor | None = None,
+    executor=None,
     max_iterations: int = 2000,
     gradient_tolerance: float = 1e-6,
     objective_tolerance: float = 1e-3,
@@ -187,9 +179,12 @@ def find_modes(
     n_workers : int, optional
         Local worker processes when ``executor`` is None (default: the machine's CPU count,
         at most ``n_starts``). 1 runs the starts in this process.
-    executor : concurrent.futures.Executor, optional
-        Any executor (a Dask client's ``get_executor()``, a thread or process pool): each
-        start is one ``submit(run_start, task)``. Default: local processes.
+    executor : None, concurrent.futures.Executor or dask.distributed.Client
+        Where the starts run (:func:`~pymc_odesens.inference.executors.work_executor`):
+        ``None``, local processes; any executor (a thread or process pool); a Dask client,
+        the workers of its cluster. Each start is one work unit (the model's factory and
+        the start's seed, never compiled code); the result is the same, bit for bit, for
+        every executor. A worker lost during a start: the start runs again elsewhere.
     max_iterations : int
         Per start (2000).
     gradient_tolerance : float
@@ -214,15 +209,15 @@ def find_modes(
         discrete free variables.
     TypeError
         ``problem_or_model`` or ``executor`` of the wrong type.
+    WorkerLostError, ClusterUnavailableError
+        The workers kept dying, or the cluster is gone
+        (:mod:`pymc_odesens.inference.executors`).
     """
     if not isinstance(n_starts, int | np.integer) or n_starts < 1:
         raise ValueError(f"n_starts: expected a positive integer, got {n_starts!r}")
     if method != "auto" and method not in LOCAL_METHODS:
         raise ValueError(f"method: expected 'auto' or one of {LOCAL_METHODS}, got {method!r}")
-    if executor is not None and not isinstance(executor, Executor):
-        raise TypeError(
-            f"executor: expected a concurrent.futures.Executor, got {type(executor).__name__}"
-        )
+    check_executor(executor)
     if n_workers is None:
         n_workers = min(n_starts, os.cpu_count() or 1)
     if not isinstance(n_workers, int | np.integer) or n_workers < 1:
@@ -249,19 +244,10 @@ def find_modes(
         StartTask(factory, key, i, seed, method, max_iterations, gradient_tolerance, compile_items)
         for i, seed in enumerate(seeds)
     ]
-    if executor is None and n_workers == 1:
-        # in this process, on the model the factory builds (as a worker would: the same
-        # graph, the same bits), compiled once per process
-        results = [run_start(task) for task in tasks]
-    else:
-        own = executor is None
-        pool = _local_executor(n_workers) if own else executor
-        try:
-            futures = [pool.submit(run_start, task) for task in tasks]
-            results = [future.result() for future in futures]
-        finally:
-            if own:
-                pool.shutdown()
+    # n_workers=1 without an executor: in this process, on the model the factory builds (as
+    # a worker would: the same graph, the same bits), compiled once per process
+    with work_executor(executor, n_workers=int(n_workers)) as runner:
+        results = runner.map(run_start, tasks, name="start")
     return ModeSearchResult(
         results,
         objective,

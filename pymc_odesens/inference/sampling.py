@@ -21,6 +21,8 @@ import pymc as pm
 from pymc_odesens.inference.nutpie_start import nutpie_start
 from pymc_odesens.inference.sampling_report import SamplingReport, reporting
 from pymc_odesens.inference.step_assignment import one_gradient_step_assignment
+from pymc_odesens.ops.distributed_likelihood_op import DistributedLogLikelihoodOp
+from pymc_odesens.ops.graph_traversal import ancestors
 from pymc_odesens.ops.rejection import FailurePenalty
 
 __all__ = ["sample", "sample_posterior_predictive", "sampling_compile_kwargs"]
@@ -60,7 +62,9 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
     ``nuts_sampler="nutpie"``, ``initvals`` and ``init`` act as for PyMC's NUTS (PyMC
     drops them for nutpie): chains start from ``initvals``, with PyMC's uniform(-1, 1)
     jitter on the transformed scale only for ``init="auto"`` or ``"jitter+..."``
-    (:mod:`pymc_odesens.inference.nutpie_start`).
+    (:mod:`pymc_odesens.inference.nutpie_start`). A model with a distributed
+    log-likelihood (:class:`~pymc_odesens.inference.DistributedLogLikelihood`) whose cluster
+    was lost during the run raises that error (nutpie alone would count it as divergences).
 
     With PyMC's samplers the call says on stderr which phase it is in (compiling and
     initialising, then each chain's end of tuning; ``quiet=True`` silences it) and reports
@@ -98,7 +102,7 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
             start = contextlib.nullcontext()
         called = time.perf_counter()
         with one_gradient_step_assignment(), start:
-            idata = pm.sample(draws, model=model, **kwargs)
+            idata = _sample_checked(draws, model, kwargs)
         _note_external_setup_time(idata, time.perf_counter() - called)
         return idata
     report = SamplingReport(
@@ -114,7 +118,7 @@ def sample(draws: int = 1000, *, model: pm.Model | None = None, **kwargs):
         + " and initialising the chains ..."
     )
     with one_gradient_step_assignment(), reporting(report):
-        idata = pm.sample(draws, model=model, **kwargs)
+        idata = _sample_checked(draws, model, kwargs)
     report.finish(idata)
     return idata
 
@@ -126,6 +130,31 @@ def _note_external_setup_time(idata, call: float) -> None:
     stats = getattr(idata, "sample_stats", None)
     if sampling is not None and stats is not None:
         stats.attrs["setup_time"] = max(call - float(sampling), 0.0)
+
+
+def _sample_checked(draws: int, model: pm.Model, kwargs: dict):
+    """``pm.sample``, then the error that ended a distributed log-likelihood, if any."""
+    try:
+        idata = pm.sample(draws, model=model, **kwargs)
+    except Exception as error:
+        _raise_distributed_errors(model, error)
+        raise
+    _raise_distributed_errors(model, None)
+    return idata
+
+
+def _raise_distributed_errors(model: pm.Model, during: Exception | None) -> None:
+    """Raise the error that ended a distributed log-likelihood of ``model`` (a lost
+    cluster), if any: nutpie turns an error of the log-density into a divergence and goes
+    on, or fails to start with an error of its own."""
+    outputs = list(model.potentials) + list(model.observed_RVs) + list(model.deterministics)
+    for variable in ancestors(outputs):
+        node = variable.owner
+        if node is not None and isinstance(node.op, DistributedLogLikelihoodOp):
+            try:
+                node.op.evaluator.check()
+            except Exception as error:
+                raise error from during
 
 
 def _only_failure_potentials(model: pm.Model) -> bool:

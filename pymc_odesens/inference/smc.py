@@ -23,16 +23,17 @@ runs in this process.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import time
 from collections.abc import Mapping
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import arviz as az
 import numpy as np
 import pymc as pm
 
+from pymc_odesens.inference.executor_choice import check_executor, work_executor
+from pymc_odesens.inference.executors import WorkExecutor
 from pymc_odesens.inference.model_source import factory_key, model_source
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
@@ -132,9 +133,8 @@ def _dispatch_inline(model, function, units):
     return [function(unit, model) for unit in units]
 
 
-def _dispatch_executor(executor: Executor, function, units):
-    futures = [executor.submit(function, unit) for unit in units]
-    return [f.result() for f in futures]
+def _dispatch_executor(runner: WorkExecutor, function, units):
+    return runner.map(function, units, name="smc-batch")
 
 
 def sample_smc(
@@ -155,7 +155,7 @@ def sample_smc(
     correlation_threshold: float = 0.1,
     max_stages: int = 500,
     cores: int | None = None,
-    executor: Executor | None = None,
+    executor=None,
     progressbar: bool = True,
     compile_kwargs: Mapping | None = None,
 ) -> az.InferenceData:
@@ -220,9 +220,11 @@ def sample_smc(
         this process; 1 runs everything here). Workers are started with ``spawn``: a
         script that calls ``sample_smc`` with ``cores > 1`` must guard its main code with
         ``if __name__ == "__main__":``.
-    executor : concurrent.futures.Executor, optional
-        Runs the work units (batches of particles) instead of local processes; the runs
-        proceed concurrently and share it.
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
+        Runs the work units (batches of particles) instead of local processes
+        (:func:`~pymc_odesens.inference.executor_choice.work_executor`: any executor, or
+        the workers of a Dask cluster); the runs proceed concurrently and share it. The
+        result is the same, bit for bit; a batch whose worker dies runs again elsewhere.
     progressbar : bool
         One line per stage and run on stderr (stage, beta, ESS, acceptance, step size,
         moves, failed evaluations, time).
@@ -270,6 +272,7 @@ def sample_smc(
         "None or an integer >= 1",
         cores,
     )
+    check_executor(executor)
     local_model, factory = _model_and_factory(model)
     compile_options = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
     handle = TargetHandle(factory, factory_key(factory), tuple(sorted(compile_options.items())))
@@ -279,20 +282,19 @@ def sample_smc(
     progress = StageProgress(runs, settings.draws, enabled=progressbar)
 
     workers = cores if cores is not None else _available_cores()
-    own_executor = None
-    if executor is None and workers > 1:
-        own_executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-        )
-        executor = own_executor
+    runner = None
+    if executor is not None or workers > 1:
+        # None: spawned local processes (owned: closed below); else the executor passed in
+        known = getattr(executor, "_max_workers", None) if executor is not None else None
+        runner = work_executor(executor, n_workers=int(known or workers))
     try:
-        if executor is None:
+        if runner is None:
             tempered_target(handle, local_model)  # compile once, here
             dispatch = functools.partial(_dispatch_inline, local_model)
             batches = 1
         else:
-            dispatch = functools.partial(_dispatch_executor, executor)
-            slots = getattr(executor, "_max_workers", None) or workers
+            dispatch = functools.partial(_dispatch_executor, runner)
+            slots = runner.n_workers
             batches = max(1, -(-2 * slots // runs))
 
         starts = [
@@ -307,12 +309,12 @@ def sample_smc(
             progress.finished(run, result.log_evidence, len(result.stages), result.seconds)
             return result
 
-        if executor is None or runs == 1:
+        if runner is None or runs == 1:
             results = [one_run(r) for r in range(runs)]
         else:
             with ThreadPoolExecutor(max_workers=runs) as threads:
                 results = list(threads.map(one_run, range(runs)))
     finally:
-        if own_executor is not None:
-            own_executor.shutdown(wait=True, cancel_futures=True)
+        if runner is not None:
+            runner.close()  # shuts down only what work_executor made
     return smc_inference_data(local_model, layout, results, settings, time.perf_counter() - started)

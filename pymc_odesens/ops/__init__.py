@@ -12,17 +12,21 @@
 - :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``);
 - marginalised observation parameters: :func:`marginal_normal` (``marginal_normal.py``) over
   the marginal likelihood Op (``marginal_likelihood.py``), its block structure
-  (``marginal_structure.py``) and closed forms (``marginal_numerics.py``).
+  (``marginal_structure.py``) and closed forms (``marginal_numerics.py``);
+- :class:`DistributedLogLikelihoodOp`: a log-likelihood that an evaluator outside the graph
+  computes (the workers of a cluster), with its numba callback (``distributed_numba.py``).
 
 Nothing here samples or optimises: that is :mod:`pymc_odesens.inference`, one layer up.
 """
 
 from pymc_odesens.ops import (
+    distributed_numba,  # noqa: F401  (and that of the distributed log-likelihood)
     numba_dispatch,  # noqa: F401  (registers the numba Ops)
     numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
 )
 from pymc_odesens.ops.concurrent_calls import ConcurrentCallError
+from pymc_odesens.ops.distributed_likelihood_op import DistributedLogLikelihoodOp
 from pymc_odesens.ops.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -101,6 +105,7 @@ __all__ = [
     "OdeDiscreteAdjointVJPOp",
     "SteadyStateOp",
     "SteadyStateVJPOp",
+    "DistributedLogLikelihoodOp",
     "register_cacheable",
     "PerThreadFunction",
     "ConcurrentCallError",

@@ -8,7 +8,14 @@ docs/petab.md. This layer imports every other; nothing imports it.
 """
 
 from pymc_odesens.petab.errors import PetabError, PetabUnsupportedError
+from pymc_odesens.petab.likelihood_source import PetabLikelihoodSource
 from pymc_odesens.petab.problem import PetabProblem
 from pymc_odesens.petab.solver_options import SolverOptions
 
-__all__ = ["PetabProblem", "PetabError", "PetabUnsupportedError", "SolverOptions"]
+__all__ = [
+    "PetabProblem",
+    "PetabError",
+    "PetabUnsupportedError",
+    "SolverOptions",
+    "PetabLikelihoodSource",
+]

@@ -15,7 +15,7 @@ distributions (:mod:`pymc_odesens.petab.noise`). The same graph serves
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytensor.tensor as pt
@@ -92,6 +92,58 @@ class PetabGraph:
     def n_plain(self) -> int:
         """The number of experiments without pre-equilibration (they come first)."""
         return self.parameters.shape[0] - self.preequilibration_parameters.shape[0]
+
+    def restricted(self, experiments) -> PetabGraph:
+        """The graph of some experiments alone: their rows of the index arrays and the
+        measurements made in them (experiment indices renumbered), the same simulated
+        system, output times (padding included) and parameter values, so that each
+        experiment is simulated exactly as in the whole graph.
+
+        Parameters
+        ----------
+        experiments : sequence of int
+            Indices of experiments, increasing, without repeats.
+
+        Raises
+        ------
+        ValueError
+            ``experiments`` is empty, not increasing or out of range.
+        """
+        index = np.asarray(experiments, dtype=np.int64).reshape(-1)
+        n_e = self.parameters.shape[0]
+        if index.size == 0 or np.any(np.diff(index) <= 0) or index[0] < 0 or index[-1] >= n_e:
+            raise ValueError(
+                f"experiments: expected increasing indices in 0 .. {n_e - 1} without repeats, "
+                f"got {index.tolist()}"
+            )
+        renumbered = np.full(n_e, -1, dtype=np.int64)
+        renumbered[index] = np.arange(index.size)
+        pre = index[index >= self.n_plain] - self.n_plain
+        groups = []
+        for group in self.groups:
+            keep = renumbered[group.experiment] >= 0
+            if keep.any():
+                groups.append(
+                    MeasurementGroup(
+                        observable=group.observable,
+                        rows=group.rows[keep],
+                        experiment=renumbered[group.experiment[keep]],
+                        time_index=group.time_index[keep],
+                        time=group.time[keep],
+                        data=group.data[keep],
+                        observable_parameters=group.observable_parameters[keep],
+                        noise_parameters=group.noise_parameters[keep],
+                    )
+                )
+        return replace(
+            self,
+            times=self.times[index],
+            parameters=self.parameters[index],
+            preequilibration_parameters=self.preequilibration_parameters[pre],
+            reinitialize=self.reinitialize[pre],
+            reinitial_values=self.reinitial_values[pre],
+            groups=groups,
+        )
 
     def z(self, x) -> pt.TensorVariable:
         """``z = [unscale(x), constants]`` for a tensor ``x`` on the parameter scales."""

@@ -13,13 +13,15 @@ from pymc_odesens.petab.solver_options import SolverOptions
 __all__ = ["build_pymc_model"]
 
 
-def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
+def build_pymc_model(problem, options: SolverOptions, plan=None, log_likelihood=None) -> pm.Model:
     """Priors of the estimated parameters, the simulations, the observed measurements.
 
     With a :class:`~pymc_odesens.petab.marginalization.MarginalizationPlan`, its parameters
     get no random variable (their entries of ``x`` are constants that nothing reads), the
     measurements of its blocks no observed variable, and one potential
-    (``"marginalized_measurements"``) holds their marginal likelihood.
+    (``"marginalized_measurements"``) holds their marginal likelihood. With
+    ``log_likelihood`` (a distributed log-likelihood), one potential of it in place of the
+    simulations and measurements.
     """
     parameters = problem.parameters
     graph = problem.graph
@@ -32,6 +34,9 @@ def build_pymc_model(problem, options: SolverOptions, plan=None) -> pm.Model:
             for pid, scale, initval in zip(parameters.ids, parameters.scales, parameters.nominal)
         ]
         x = pt.stack(variables) if variables else pt.zeros((0,))
+        if log_likelihood is not None:
+            pm.Potential("log_likelihood", log_likelihood.tensor(x))
+            return model
         z = graph.z(x)
         y = graph.states(z, options, options.route(problem.sensitivity_columns))
         for o in graph.observables(z, y, plan.free_rows if plan is not None else None):

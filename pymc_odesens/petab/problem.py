@@ -344,20 +344,27 @@ class PetabProblem:
                     self._functions[key] = function
         return function
 
-    def _compile(self, kind: str):
+    def _compile(self, kind: str, graph: PetabGraph | None = None):
+        """The function ``kind`` of ``graph`` (default: the whole problem's)."""
         x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
+        if graph is None:
+            graph, kernel = self.graph, None
+        else:
+            kernel = LikelihoodKernel(graph)
         if kind == "value":
-            llh = self.log_likelihood_tensor(x, "none")
+            z = graph.z(x)
+            y = graph.states(z, self.options, "none")
+            llh = MeasurementLogLikelihood(kernel or self.likelihood_kernel)(y, z)
             return pytensor.function([x], llh, mode=python_mode())
-        z = self.graph.z(x)
+        z = graph.z(x)
         if kind == "simulate":
-            y = self.graph.states(z, self.options, "none")
-            observables = self.graph.observables(z, y)
+            y = graph.states(z, self.options, "none")
+            observables = graph.observables(z, y)
             outputs = [t for o in observables for t in (o.h, o.sigma)]
             return pytensor.function([x], outputs, mode=python_mode())
         # value and gradient from one call of the gradient kernel
-        y = self.graph.states(z, self.options, self.gradient_route)
-        llh, dy, dz = MeasurementLogLikelihoodGradient(self.likelihood_kernel)(y, z)
+        y = graph.states(z, self.options, self.gradient_route)
+        llh, dy, dz = MeasurementLogLikelihoodGradient(kernel or self.likelihood_kernel)(y, z)
         # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
         surrogate = pt.sum(dy * y) + pt.sum(dz * z)
         gradient = pytensor.grad(surrogate, x, consider_constant=[dy, dz])
@@ -397,6 +404,62 @@ class PetabProblem:
         value, gradient = self._function("gradient")(self.parameters.check(x))
         return float(value), np.asarray(gradient)
 
+    def experiments_log_likelihood(self, experiments, gradient: bool = True):
+        """The log-likelihood of the measurements of some experiments alone, as a compiled
+        function of ``x``: what a worker of a distributed log-likelihood evaluates.
+
+        Each experiment is simulated exactly as in :meth:`log_likelihood` (the same system,
+        output times and route), so the values of a partition of the experiments sum to the
+        problem's log-likelihood (up to the order of the sum; with all experiments, bit for
+        bit).
+
+        Parameters
+        ----------
+        experiments : sequence of int
+            Indices into :attr:`experiments`, increasing.
+        gradient : bool
+            Also return the gradient (by :attr:`gradient_route`).
+
+        Returns
+        -------
+        PerThreadFunction
+            ``f(x)``: the log-likelihood, or ``[value, gradient]`` with ``gradient``.
+        """
+        graph = self.graph.restricted(experiments)
+        return PerThreadFunction(self._compile("gradient" if gradient else "value", graph))
+
+    def likelihood_source(self):
+        """The problem as the workers of a distributed log-likelihood rebuild it: its YAML
+        file, solver options, the digests of its files and its kernels' cache key
+        (:class:`~pymc_odesens.petab.likelihood_source.PetabLikelihoodSource`).
+
+        Raises
+        ------
+        ValueError
+            The problem was not read by :meth:`from_yaml` (there is no file to read again).
+        """
+        from pymc_odesens.petab.likelihood_source import PetabLikelihoodSource
+
+        return PetabLikelihoodSource.of(self)
+
+    def distributed_log_likelihood(self, executor=None, **kwargs):
+        """The log-likelihood evaluated by the workers of ``executor``, each keeping its
+        part of the experiments resident
+        (:class:`~pymc_odesens.inference.DistributedLogLikelihood` of
+        :meth:`likelihood_source`).
+
+        Parameters
+        ----------
+        executor : None, concurrent.futures.Executor or dask.distributed.Client
+            None: evaluated in this process, in the same chunks (the same bits).
+        **kwargs
+            ``n_chunks``, ``on_failure``, ``rebalance``, ``worker_timeout`` of
+            :class:`~pymc_odesens.inference.DistributedLogLikelihood`.
+        """
+        from pymc_odesens.inference.distributed_likelihood import DistributedLogLikelihood
+
+        return DistributedLogLikelihood(self.likelihood_source(), executor, **kwargs)
+
     # simulations ---------------------------------------------------------------------------
     def simulate(self, x=None) -> pd.DataFrame:
         """The simulated observables at the measurements, as a PEtab simulation table.
@@ -435,7 +498,9 @@ class PetabProblem:
         """
         return start_values(self.parameters, spread)
 
-    def build_model(self, marginalize=None, marginal_priors=None, **options) -> pm.Model:
+    def build_model(
+        self, marginalize=None, marginal_priors=None, log_likelihood=None, **options
+    ) -> pm.Model:
         """The problem as a PyMC model.
 
         One random variable per estimated parameter, named by its id, on its
@@ -446,6 +511,11 @@ class PetabProblem:
         observable, named by its id, holding its measurements (PEtab's noise model, see
         :mod:`pymc_odesens.petab.noise`), so that ``pm.sample_posterior_predictive``
         draws measurements.
+
+        With ``log_likelihood`` (a :meth:`distributed_log_likelihood`), the simulations
+        and measurements are instead one potential, ``log_likelihood``, evaluated by the
+        workers of a cluster: the model then has no observed variables (no posterior
+        predictive draws from it; use the model without it for those).
 
         Parameters
         ----------
@@ -462,25 +532,55 @@ class PetabProblem:
             the PEtab prior: ``{"mu": ..., "sigma": ...}`` for a scaling or offset (the
             normal prior of its marginalised variable), ``{"alpha": ..., "beta": ...}``
             for a noise parameter (the inverse-gamma prior of its square).
+        log_likelihood : DistributedLogLikelihood, optional
+            Made with ``on_failure="reject"`` (a failed solve rejects the proposal).
         **options
             Overrides of :attr:`options` for this model (``method``, ``sensitivity``,
-            tolerances, ``steady_state_controls``).
+            tolerances, ``steady_state_controls``); not with ``log_likelihood``, whose
+            options are those of its source.
 
         Raises
         ------
         ValueError
             A parameter of ``marginalize`` that cannot be marginalised (the reason named),
-            or hyperparameters that are not valid.
+            or hyperparameters that are not valid; ``log_likelihood`` raises solver
+            failures (``on_failure="raise"``) or has another number of parameters, or
+            comes with ``marginalize``.
         PetabError
             No default conjugate prior can be derived (named: give ``marginal_priors``).
+        TypeError
+            ``options`` with ``log_likelihood``.
         """
+        if log_likelihood is not None:
+            if marginalize is not None:
+                raise ValueError(
+                    "build_model: marginalize and a distributed log_likelihood cannot be "
+                    "combined (the distributed log-likelihood holds every measurement)"
+                )
+            if options:
+                raise TypeError(
+                    f"build_model: options {sorted(options)} apply to the model's own "
+                    "simulations; a distributed log_likelihood simulates with the options of "
+                    "its source (problem.distributed_log_likelihood after setting them)"
+                )
+            if getattr(log_likelihood, "on_failure", None) != "reject":
+                raise ValueError(
+                    "build_model: log_likelihood must be made with on_failure='reject' (a "
+                    "failed solve then rejects the proposal instead of ending the run)"
+                )
+            n = log_likelihood.source.n_parameters
+            if n != len(self.parameters):
+                raise ValueError(
+                    f"build_model: log_likelihood has {n} parameters, the problem "
+                    f"{len(self.parameters)}"
+                )
         options = self.options.updated(**options) if options else self.options
         plan = None
         if marginalize is not None:
             plan = MarginalizationPlan(self.observation_analysis(), marginalize, marginal_priors)
         elif marginal_priors is not None:
             raise ValueError("marginal_priors given, but marginalize is None")
-        model = build_pymc_model(self, options, plan)
+        model = build_pymc_model(self, options, plan, log_likelihood)
         if plan is not None:
             self._marginal_model = model
         return model

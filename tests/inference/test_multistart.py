@@ -3,7 +3,9 @@ ranking and clusters, failed starts, worker-count independence, the waterfall pl
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,6 +17,7 @@ from scipy.stats import halfnorm, norm
 import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution
 from pymc_odesens.inference import ModeSearchResult, find_modes
+from tests.inference import work_units
 
 T = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
 Y = np.array([0.9, 2.2, 2.8, 4.1, 5.2, 5.8])
@@ -121,11 +124,32 @@ def test_results_do_not_depend_on_the_number_of_workers():
     with ThreadPoolExecutor(2) as pool:
         threads = find_modes(model, 4, random_seed=11, executor=pool, method="L-BFGS-B")
     for other in (two, threads):
-        assert [r.index for r in other.starts] == [r.index for r in one.starts]
-        for a, b in zip(one.starts, other.starts):
-            np.testing.assert_array_equal(a.start, b.start)
-            np.testing.assert_array_equal(a.x, b.x)
-            assert a.log_posterior == b.log_posterior
+        _assert_same_starts(one, other)
+
+
+def _assert_same_starts(one: ModeSearchResult, other: ModeSearchResult) -> None:
+    assert [r.index for r in other.starts] == [r.index for r in one.starts]
+    for a, b in zip(one.starts, other.starts):
+        assert a.status == b.status
+        np.testing.assert_array_equal(a.start, b.start)
+        np.testing.assert_array_equal(a.x, b.x)
+        assert a.log_posterior == b.log_posterior
+
+
+def test_a_dask_cluster_gives_the_same_bits(dask_client):
+    model = line_model()
+    one = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
+    dask = find_modes(model, 4, random_seed=11, executor=dask_client, method="L-BFGS-B")
+    _assert_same_starts(one, dask)
+    assert all(r.status == "converged" for r in dask.starts)
+
+
+def test_a_worker_killed_during_a_multistart_changes_nothing(dask_client, tmp_path):
+    factory = functools.partial(work_units.line_model_dying_once, str(tmp_path), os.getpid())
+    one = find_modes(factory, 4, random_seed=7, n_workers=1, method="L-BFGS-B")
+    dask = find_modes(factory, 4, random_seed=7, executor=dask_client, method="L-BFGS-B")
+    assert (tmp_path / "died_building").exists()  # a worker died building the model
+    _assert_same_starts(one, dask)
 
 
 def test_the_waterfall_plot_is_written(tmp_path):

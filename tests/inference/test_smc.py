@@ -70,6 +70,20 @@ def test_the_same_seed_repeats_bit_for_bit_whatever_the_workers(linear_fit):
     assert not np.array_equal(different.posterior["a"].values, linear_fit.posterior["a"].values[:1])
 
 
+def test_a_dask_cluster_gives_the_same_result_bit_for_bit(linear_fit, dask_client):
+    # each batch of particles is a task on the cluster's workers, which build the model
+    # from its pickled factory
+    on_dask = sample_smc(linear_model(), random_seed=11, **{**SMC_OPTIONS, "executor": dask_client})
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(
+            on_dask.posterior[name].values, linear_fit.posterior[name].values
+        )
+    np.testing.assert_array_equal(
+        on_dask.sample_stats["log_marginal_likelihood"].values,
+        linear_fit.sample_stats["log_marginal_likelihood"].values,
+    )
+
+
 @pytest.mark.slow
 def test_two_worker_processes_give_the_same_result_bit_for_bit(linear_fit):
     # the default route when several cores are available: spawned processes, each building
