@@ -56,6 +56,8 @@ out["grad_max_abs"] = float(max(abs(g) for g in grad)) if len(grad) else 0.0
 out["grad_finite"] = bool(all(math.isfinite(g) for g in grad))
 out["parameters"] = len(grad)
 out["route"] = problem.gradient_route
+# the seconds per route that sensitivity="auto" measured (only the first when it was quick)
+out["route_seconds"] = dict(problem.route_choice.seconds)
 out["process_s"] = time.perf_counter() - started
 print("RESULT " + json.dumps(out))
 """

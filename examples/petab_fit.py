@@ -499,7 +499,7 @@ def main(argv=None) -> dict:
     print(problem)
     print(f"model and data: {problem.publication or '(no publication in the SBML annotation)'}")
     options = problem.options.updated(sensitivity=args.sensitivity)
-    print(f"gradient route: {options.route(problem.sensitivity_columns)}")
+    print(f"gradient route: {problem.route_for(options)}")
     if args.start == "jitter":
         print("chains start at the nominal values plus PyMC's jitter")
     else:

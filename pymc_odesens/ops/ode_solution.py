@@ -175,8 +175,10 @@ def ode_solution(
     steady_state_controls : dict, optional
         Controls of the steady states (pre-equilibration and ``inf`` outputs): ``method``,
         ``relative_tolerance``, ``absolute_tolerance``, ``max_newton_iterations``,
-        ``max_num_steps``, ``max_time``, ``nonnegative`` (:func:`pymc_odesens.steady_state`'s
-        defaults).
+        ``max_num_steps``, ``max_time``, ``nonnegative``, ``linear_solver``
+        (:func:`pymc_odesens.steady_state`'s defaults) and ``sensitivity``
+        (:func:`~pymc_odesens.steady_state_solution`: ``"auto"``, ``"implicit"`` or
+        ``"integration"``).
     **controls
         ``relative_tolerance``, ``absolute_tolerance``, ``max_num_steps``
         (Stan's defaults per method), ``linear_solver`` (``bdf``'s and ``adams``' Newton

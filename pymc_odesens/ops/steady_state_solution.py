@@ -143,15 +143,22 @@ def steady_state_solution(
         Name of the failure potential (default ``"<system>_steady_state_failed"``).
     **controls
         ``method``, ``relative_tolerance``, ``absolute_tolerance``,
-        ``max_newton_iterations``, ``max_num_steps``, ``max_time``, ``nonnegative`` (see
-        :func:`pymc_odesens.steady_state`).
+        ``max_newton_iterations``, ``max_num_steps``, ``max_time``, ``nonnegative``,
+        ``linear_solver`` (see :func:`pymc_odesens.steady_state`), and ``sensitivity``:
+        how the gradient is computed, as AMICI's ``SteadyStateSensitivityMode``:
+        ``"auto"`` (default; ``integrateIfNewtonFails``) the implicit function theorem, or
+        where the Jacobian at the steady state is singular the forward sensitivities
+        integrated with the state from ``y0`` until they have settled; ``"implicit"``
+        (``newtonOnly``) a singular Jacobian fails the steady state itself;
+        ``"integration"`` (``integrationOnly``) always integrated.
 
     Returns
     -------
     TensorVariable
         Shape (N,), or (E, N) when ``y0`` or ``params`` has an experiment axis. Its gradient
         is the implicit function theorem's adjoint (one transposed solve per experiment),
-        with respect to ``params`` and, through the conserved totals, ``y0``.
+        with respect to ``params`` and, through the conserved totals, ``y0`` (or the
+        integrated sensitivities, see ``sensitivity``).
     """
     check_steady_state_system(system)
     require_states(system, "steady_state_solution", "its steady state would be an empty tensor")

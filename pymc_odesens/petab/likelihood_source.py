@@ -103,22 +103,25 @@ class PetabLikelihoodSource:
                 "(the workers read it); read the problem with PetabProblem.from_yaml"
             )
         yaml_path = Path(problem.yaml_path)
+        options = problem.options
+        if options.sensitivity == "auto":
+            # the route measured here: every worker takes the same one (and none measures)
+            options = options.updated(sensitivity=problem.gradient_route)
+        fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
         files = tuple(
             (p.relative_to(yaml_path.parent).as_posix(), _digest(p))
             for p in problem_files(yaml_path)
         )
         return cls(
             yaml_path=str(yaml_path),
-            options=tuple(sorted(dataclasses.asdict(problem.options).items())),
+            options=tuple(sorted(fields.items())),
             files=files,
             kernel_key=kernel_cache_key(problem.system),
             name=problem.name,
             n_experiments=len(problem.experiments),
             n_parameters=len(problem.parameters),
             labels=tuple(e.label for e in problem.experiments),
-            reader=functools.partial(
-                type(problem).from_yaml, str(yaml_path), **dataclasses.asdict(problem.options)
-            ),
+            reader=functools.partial(type(problem).from_yaml, str(yaml_path), **fields),
         )
 
     @property

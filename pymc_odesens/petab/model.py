@@ -38,7 +38,7 @@ def build_pymc_model(problem, options: SolverOptions, plan=None, log_likelihood=
             pm.Potential("log_likelihood", log_likelihood.tensor(x))
             return model
         z = graph.z(x)
-        y = graph.states(z, options, options.route(problem.sensitivity_columns))
+        y = graph.states(z, options, problem.route_for(options))
         for o in graph.observables(z, y, plan.free_rows if plan is not None else None):
             observable = o.group.observable
             observed_measurements(

@@ -41,6 +41,12 @@ from pymc_odesens.petab.observables import read_observables
 from pymc_odesens.petab.parameters import EstimatedParameters, ParameterValues
 from pymc_odesens.petab.priors import check_prior
 from pymc_odesens.petab.problem_files import read_problem
+from pymc_odesens.petab.route_choice import (
+    STEP_BUDGET_FRACTION,
+    RouteChoice,
+    candidate_routes,
+    measure_routes,
+)
 from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
@@ -188,6 +194,8 @@ class PetabProblem:
         self.graph = self._build_graph()
         # compiled functions by (kind, options), each called through a copy per thread
         self._functions: dict[tuple, PerThreadFunction] = {}
+        # the gradient route measured for sensitivity="auto", per options
+        self._route_choices: dict[SolverOptions, RouteChoice] = {}
         self._likelihood_kernel: LikelihoodKernel | None = None
         self._observation_analysis = None
         self._marginal_model: pm.Model | None = None
@@ -303,8 +311,56 @@ class PetabProblem:
 
     @property
     def gradient_route(self) -> str:
-        """The route gradients take with the current options."""
-        return self.options.route(self.sensitivity_columns)
+        """The route gradients take with the current options.
+
+        With ``sensitivity="auto"`` the first use measures the candidate routes at the
+        nominal parameters (:mod:`pymc_odesens.petab.route_choice`: each route's
+        log-likelihood and gradient, compiled, then timed) and takes the fastest;
+        :attr:`route_choice` has the times.
+        """
+        return self.route_for(self.options)
+
+    @property
+    def route_choice(self) -> RouteChoice:
+        """How :attr:`gradient_route` was chosen: the measured seconds per route and the
+        errors of the routes that failed (measured on first use)."""
+        self.route_for(self.options)
+        return self._route_choices.get(self.options) or RouteChoice(
+            route=self.options.sensitivity, measured=False
+        )
+
+    def route_for(self, options: SolverOptions) -> str:
+        """The gradient route of ``options`` (measured once per options for ``"auto"``)."""
+        if options.sensitivity != "auto":
+            return options.sensitivity
+        choice = self._route_choices.get(options)
+        if choice is None:
+            with self._build_lock:
+                choice = self._route_choices.get(options)
+                if choice is None:
+                    choice = self._measure_routes(options)
+                    self._route_choices[options] = choice
+        return choice.route
+
+    def _measure_routes(self, options: SolverOptions) -> RouteChoice:
+        first = options.route(self.sensitivity_columns)
+        candidates = candidate_routes(options.method, self.sensitivity_columns, first)
+        try:
+            x = self.parameters.check(None)
+        except PetabError:  # no nominal values to measure at
+            return RouteChoice(route=first, measured=False)
+        if len(candidates) == 1:
+            return RouteChoice(route=first, measured=False)
+        budget = max(1, int(options.max_num_steps * STEP_BUDGET_FRACTION))
+
+        def gradient_function(route: str, full_budget: bool):
+            changes = {"sensitivity": route}
+            if not full_budget:
+                changes["max_num_steps"] = min(options.max_num_steps, budget)
+            function = self._function("gradient", options.updated(**changes))
+            return lambda: function(x)
+
+        return measure_routes(candidates, gradient_function)
 
     # the log-likelihood ----------------------------------------------------------------
     def log_likelihood_tensor(self, x, route: str = "none", options: SolverOptions | None = None):
@@ -329,23 +385,33 @@ class PetabProblem:
                     self._likelihood_kernel = LikelihoodKernel(self.graph)
         return self._likelihood_kernel
 
-    def _function(self, kind: str) -> PerThreadFunction:
-        """The compiled function ``kind`` ("value", "gradient" or "simulate") of the current
-        options, compiled on first use; each thread calls its own copy (a compiled
-        function's storage is shared by its calls), so the problem can be shared by
-        threads."""
-        key = (kind, self.options)
+    def _function(self, kind: str, options: SolverOptions | None = None) -> PerThreadFunction:
+        """The compiled function ``kind`` ("value", "gradient" or "simulate") of ``options``
+        (default: the current ones), compiled on first use; each thread calls its own copy
+        (a compiled function's storage is shared by its calls), so the problem can be
+        shared by threads."""
+        options = self.options if options is None else options
+        key = (kind, options)
         function = self._functions.get(key)
         if function is None:
             with self._build_lock:
                 function = self._functions.get(key)
                 if function is None:
-                    function = PerThreadFunction(self._compile(kind))
+                    if kind == "gradient" and options.sensitivity == "auto":
+                        # the measured route's own function (compiled while measuring)
+                        route = self.route_for(options)
+                        function = self._function(kind, options.updated(sensitivity=route))
+                    else:
+                        function = PerThreadFunction(self._compile(kind, options))
                     self._functions[key] = function
         return function
 
-    def _compile(self, kind: str, graph: PetabGraph | None = None):
-        """The function ``kind`` of ``graph`` (default: the whole problem's)."""
+    def _compile(
+        self, kind: str, options: SolverOptions | None = None, graph: PetabGraph | None = None
+    ):
+        """The function ``kind`` of ``graph`` (default: the whole problem's) with ``options``
+        (default: the current ones)."""
+        options = self.options if options is None else options
         x = pt.vector("x", dtype="float64", shape=(len(self.parameters),))
         if graph is None:
             graph, kernel = self.graph, None
@@ -353,17 +419,17 @@ class PetabProblem:
             kernel = LikelihoodKernel(graph)
         if kind == "value":
             z = graph.z(x)
-            y = graph.states(z, self.options, "none")
+            y = graph.states(z, options, "none")
             llh = MeasurementLogLikelihood(kernel or self.likelihood_kernel)(y, z)
             return pytensor.function([x], llh, mode=python_mode())
         z = graph.z(x)
         if kind == "simulate":
-            y = graph.states(z, self.options, "none")
+            y = graph.states(z, options, "none")
             observables = graph.observables(z, y)
             outputs = [t for o in observables for t in (o.h, o.sigma)]
             return pytensor.function([x], outputs, mode=python_mode())
         # value and gradient from one call of the gradient kernel
-        y = graph.states(z, self.options, self.gradient_route)
+        y = graph.states(z, options, self.route_for(options))
         llh, dy, dz = MeasurementLogLikelihoodGradient(kernel or self.likelihood_kernel)(y, z)
         # the chain rule through the simulations: d/dx of <dy, y> + <dz, z>
         surrogate = pt.sum(dy * y) + pt.sum(dz * z)
@@ -426,7 +492,7 @@ class PetabProblem:
             ``f(x)``: the log-likelihood, or ``[value, gradient]`` with ``gradient``.
         """
         graph = self.graph.restricted(experiments)
-        return PerThreadFunction(self._compile("gradient" if gradient else "value", graph))
+        return PerThreadFunction(self._compile("gradient" if gradient else "value", graph=graph))
 
     def likelihood_source(self):
         """The problem as the workers of a distributed log-likelihood rebuild it: its YAML
@@ -653,8 +719,9 @@ class PetabProblem:
         """A picklable object that builds :meth:`build_model` in another process.
 
         What :func:`pymc_odesens.inference.find_modes` ships to its workers: the YAML path
-        and :attr:`options`, from which a worker reads the problem and builds the model
-        (kernels from the disk cache), never compiled code.
+        and :attr:`options` (with ``sensitivity="auto"`` resolved to :attr:`gradient_route`,
+        measured here once rather than in every worker), from which a worker reads the
+        problem and builds the model (kernels from the disk cache), never compiled code.
 
         Raises
         ------
@@ -666,8 +733,14 @@ class PetabProblem:
                 f"{self.name}: model_factory needs the problem's YAML file; read the problem "
                 "with PetabProblem.from_yaml"
             )
-        options = tuple(sorted(dataclasses.asdict(self.options).items()))
-        return PetabModelFactory(str(self.yaml_path), options)
+        options = self.options
+        if options.sensitivity == "auto":
+            # the route measured here, so that the workers do not measure it again
+            options = options.updated(sensitivity=self.route_for(options))
+        fields = dataclasses.fields(options)
+        return PetabModelFactory(
+            str(self.yaml_path), tuple(sorted((f.name, getattr(options, f.name)) for f in fields))
+        )
 
     def __repr__(self) -> str:
         pre = sum(1 for e in self.experiments if e.preequilibration)

@@ -24,6 +24,7 @@ from pymc_odesens.sensitivity.steady_state_controls import (
     check_steady_state_system,
     resolve_steady_state_controls,
 )
+from pymc_odesens.sensitivity.steady_state_linear import MIN_RECIPROCAL_CONDITION
 from pymc_odesens.sensitivity.steady_state_problem import SteadyStateProblem, steady_state_error
 from pymc_odesens.solvers.solve import validate_vector
 
@@ -77,6 +78,7 @@ class SteadyStateResult:
         ``n_lu_decompositions``.
     conservation_laws : ConservationLaws
     sensitivity : {"implicit", "integration", "none"}
+        How ``S`` was computed (``"auto"`` asked for resolves to one of the first two).
     controls : SteadyStateControls
     states, params : list of str
     """
@@ -168,12 +170,15 @@ def steady_state(
         ``"newton"``: damped Newton from ``y0`` only. ``"integration"``: ``bdf`` over
         horizons of growing length until the residual test holds. ``"auto"``: Newton from
         ``y0``; if it fails, integration, retrying Newton from the end of every horizon.
-    sensitivity : {"implicit", "integration", "none"}
+    sensitivity : {"implicit", "integration", "auto", "none"}
         ``"implicit"``: the implicit function theorem at ``y*`` (one factorisation, P + N
         solves; exact for the computed ``y*``). ``"integration"``: forward sensitivities
         integrated with the state (from ``y0``, whatever ``method``) until state and
-        sensitivities pass the residual test, for steady states whose Jacobian is singular
-        on the conservation laws found. ``"none"``: the state only.
+        sensitivities pass the residual test and have settled, for steady states whose
+        Jacobian is singular on the conservation laws found. ``"auto"``: ``"implicit"``,
+        or ``"integration"`` where the Jacobian is singular (AMICI's
+        ``integrateIfNewtonFails``; ``.sensitivity`` of the result says which was used).
+        ``"none"``: the state only.
     relative_tolerance, absolute_tolerance
         The residual test: ``sqrt(mean((f_i / (atol_i + rtol |y_i|))^2)) < 1`` (Stan's
         ``bdf`` defaults, 1e-10 and 1e-10; ``absolute_tolerance`` may be one per state).
@@ -205,7 +210,7 @@ def steady_state(
         No steady state within the bounds (with the residual norm and time reached).
     SteadyStateSingularError
         With ``sensitivity="implicit"``, when the Jacobian at ``y*`` is singular on the
-        conservation laws.
+        conservation laws (``"auto"`` integrates the sensitivities instead).
     ValueError, TypeError
         Bad arguments (named).
     """
@@ -226,6 +231,7 @@ def steady_state(
         max_time,
         nonnegative,
         linear_solver,
+        "auto" if sensitivity == "none" else sensitivity,
     )
     if sensitivity == "integration" and method == "newton":
         raise ValueError("sensitivity='integration' integrates: use method 'auto' or 'integration'")
@@ -236,7 +242,8 @@ def steady_state(
         raise TypeError(f"t0 must be a float, got {t0!r}") from None
     if not np.isfinite(t0):
         raise ValueError(f"t0 must be finite, got {t0!r}")
-    problem = SteadyStateProblem(system, controls, sensitivity == "integration")
+    integrated = sensitivity == "integration"
+    problem = SteadyStateProblem(system, controls, integrated)
     kernels = problem.kernels
     p_kernel = params if n_p else np.zeros(1)
     initial_jac = None
@@ -246,26 +253,36 @@ def steady_state(
         y0 = kernels.evaluate("initial_state", t0, np.zeros(n), params)
         initial_jac = kernels.evaluate("initial_state_jac", t0, np.zeros(n), params)
     y0 = validate_vector("y0", y0, n, "one value per state")
-    z0 = y0
-    if sensitivity == "integration":
-        s0 = np.zeros((problem.blocks, n))
-        if initial_jac is not None:
-            s0[:n_p] = initial_jac
-        s0[n_p:] = np.eye(n)
-        z0 = np.concatenate((y0, s0.ravel()))
-    run = problem.find(z0, p_kernel, t0)
-    if sensitivity == "implicit":
-        problem.check_regular(run)
+    s_params = s_y0 = factors = None
+    if integrated:
+        run, rows_p, rows_y0 = problem.find_with_sensitivities(y0, p_kernel, t0, initial_jac)
+    else:
+        run = problem.find(y0, p_kernel, t0)
+        if sensitivity == "implicit":
+            problem.check_regular(run)
     stats = run.stats_dict()
     error = steady_state_error(run.status, run.info, stats, system, controls)
     if error is not None:
         raise error
+    if sensitivity == "auto":
+        # AMICI's integrateIfNewtonFails: the implicit function theorem where the Jacobian
+        # is regular, else the sensitivities integrated with the state from y0
+        if run.reciprocal_condition >= MIN_RECIPROCAL_CONDITION:
+            sensitivity = "implicit"
+        else:
+            sensitivity = "integration"
+            integration = SteadyStateProblem(system, controls, True)
+            run, rows_p, rows_y0 = integration.find_with_sensitivities(
+                y0, p_kernel, t0, initial_jac
+            )
+            stats = {k: v + stats[k] for k, v in run.stats_dict().items()}
+            error = steady_state_error(run.status, run.info, stats, system, controls)
+            if error is not None:
+                raise error
     y_star = run.z[:n].copy()
-    s_params = s_y0 = None
     if sensitivity == "integration":
-        sens = run.z[n:].reshape(problem.blocks, n)
-        s_params = np.ascontiguousarray(sens[:n_p].T)
-        s_y0 = np.ascontiguousarray(sens[n_p:].T)
+        s_params = np.ascontiguousarray(rows_p.T)
+        s_y0 = np.ascontiguousarray(rows_y0.T)
     elif sensitivity == "implicit":
         from pymc_odesens.sensitivity.steady_state_implicit import implicit_sensitivities
 

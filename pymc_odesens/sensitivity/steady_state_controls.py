@@ -16,11 +16,19 @@ __all__ = [
     "check_steady_state_system",
     "STEADY_STATE_METHODS",
     "STEADY_STATE_SENSITIVITIES",
+    "STEADY_STATE_SENSITIVITY_MODES",
     "STEADY_STATE_CONTROL_NAMES",
 ]
 
 STEADY_STATE_METHODS = tuple(ss.MODES)
-STEADY_STATE_SENSITIVITIES = ("implicit", "integration", "none")
+STEADY_STATE_SENSITIVITY_MODES = ("auto", "implicit", "integration")
+"""How sensitivities of a steady state are computed (AMICI's ``SteadyStateSensitivityMode``):
+``"implicit"`` the implicit function theorem at the steady state (``newtonOnly``: a singular
+Jacobian is an error), ``"integration"`` forward sensitivities integrated with the state until
+both have settled (``integrationOnly``), ``"auto"`` the first, and the second where the
+Jacobian is singular (``integrateIfNewtonFails``)."""
+STEADY_STATE_SENSITIVITIES = ("implicit", "integration", "auto", "none")
+"""The ``sensitivity`` argument of :func:`pymc_odesens.steady_state`."""
 DEFAULT_MAX_NEWTON_ITERATIONS = 40
 DEFAULT_MAX_NUM_STEPS = 10_000
 DEFAULT_MAX_TIME = 1e12
@@ -44,6 +52,9 @@ class SteadyStateControls:
     linear_solver : {"auto", "dense", "sparse"}
         The factorisations of the bordered Jacobian and of the integration's Newton
         matrices.
+    sensitivity : {"auto", "implicit", "integration"}
+        How the sensitivities (or their adjoint) are computed
+        (:data:`STEADY_STATE_SENSITIVITY_MODES`).
     """
 
     method: str
@@ -54,6 +65,7 @@ class SteadyStateControls:
     max_time: float
     nonnegative: bool
     linear_solver: str = "auto"
+    sensitivity: str = "auto"
 
     @property
     def mode(self) -> int:
@@ -70,8 +82,14 @@ def resolve_steady_state_controls(
     max_time: float | None = None,
     nonnegative: bool = False,
     linear_solver: str = "auto",
+    sensitivity: str = "auto",
 ) -> SteadyStateControls:
     """Fill the defaults and validate the controls (errors name the argument)."""
+    if not isinstance(sensitivity, str) or sensitivity not in STEADY_STATE_SENSITIVITY_MODES:
+        raise ValueError(
+            "sensitivity must be one of "
+            f"{', '.join(map(repr, STEADY_STATE_SENSITIVITY_MODES))}; got {sensitivity!r}"
+        )
     if not isinstance(method, str) or method not in ss.MODES:
         raise ValueError(
             f"method must be one of {', '.join(map(repr, STEADY_STATE_METHODS))}; got {method!r}"
@@ -108,6 +126,7 @@ def resolve_steady_state_controls(
         max_time=horizon,
         nonnegative=bool(nonnegative),
         linear_solver=check_linear_solver(linear_solver),
+        sensitivity=sensitivity,
     )
 
 
@@ -131,5 +150,6 @@ STEADY_STATE_CONTROL_NAMES = (
     "max_time",
     "nonnegative",
     "linear_solver",
+    "sensitivity",
 )
 """The keyword names of :func:`resolve_steady_state_controls`."""

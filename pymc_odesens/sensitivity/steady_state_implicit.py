@@ -25,7 +25,9 @@ from numba import njit, types
 
 from pymc_odesens.codegen.signature import KERNEL_TYPE
 from pymc_odesens.sensitivity.steady_state_linear import (
+    MIN_RECIPROCAL_CONDITION,
     factor_steady_state_jacobian,
+    reciprocal_condition,
     solve_bordered,
     solve_bordered_transpose,
 )
@@ -111,12 +113,21 @@ def steady_state_vjp(
 ):
     """Factorise the bordered Jacobian at ``y`` and apply :func:`implicit_vjp`.
 
-    Returns False (gradients untouched) when the matrix is singular.
+    Returns False (gradients untouched) when the matrix is singular: no pivot, or a
+    reciprocal condition estimate below
+    :data:`~pymc_odesens.sensitivity.steady_state_linear.MIN_RECIPROCAL_CONDITION` (the
+    test of the steady-state routine).
     """
     ok, ints, floats, scales = factor_steady_state_jacobian(
         jac, t, y, p, cons, structure, source, n_jac
     )
     if not ok:
+        return False
+    n = y.size
+    rcond = reciprocal_condition(
+        structure, ints, floats, scales, np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    )
+    if not rcond >= MIN_RECIPROCAL_CONDITION:
         return False
     implicit_vjp(
         vjp_p, t, y, p, cons, dependent, structure, ints, floats, scales, cotangent, grad_p, grad_y0

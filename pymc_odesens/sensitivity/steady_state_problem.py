@@ -75,6 +75,9 @@ class SteadyStateProblem:
     integrated_sensitivities : bool
         Integrate the forward sensitivities (parameters and initial state) with the state
         instead of computing them at the steady state.
+    wrt : {"both", "params"}
+        The integrated sensitivities' columns: parameters and initial state, or the
+        parameters only (for a start ``y0(p)``, whose path is seeded into them).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class SteadyStateProblem:
         system: OdeSystem,
         controls: SteadyStateControls,
         integrated_sensitivities: bool = False,
+        wrt: str = "both",
     ) -> None:
         from pymc_odesens.sensitivity.steady_state_core import find_steady_state
 
@@ -93,9 +97,12 @@ class SteadyStateProblem:
         self.laws = laws
         self.cons = np.ascontiguousarray(laws.matrix, dtype=np.float64)
         self.dependent = np.ascontiguousarray(laws.dependent, dtype=np.int64)
-        self.blocks = n_p + n if integrated_sensitivities else 0
+        if wrt not in ("both", "params"):
+            raise ValueError(f"wrt must be 'both' or 'params', got {wrt!r}")
+        self.wrt = wrt
+        self.blocks = (n_p + (n if wrt == "both" else 0)) if integrated_sensitivities else 0
         if integrated_sensitivities:
-            self.rhs = compile_sensitivity_kernel(system, "both")
+            self.rhs = compile_sensitivity_kernel(system, wrt)
             self.mode = ss.INTEGRATION
         else:
             self.rhs = self.kernels.rhs
@@ -140,6 +147,32 @@ class SteadyStateProblem:
             info,
         )
         return SteadyStateRun(int(status), z, info, stats)
+
+    def find_with_sensitivities(
+        self, y0: np.ndarray, p_kernel: np.ndarray, t0: float, initial_jac=None
+    ) -> tuple[SteadyStateRun, np.ndarray, np.ndarray]:
+        """Integrate the state from ``y0`` with its forward sensitivities until both have
+        settled (a problem built with ``integrated_sensitivities=True``).
+
+        Returns ``(run, rows_p, rows_y0)``: ``rows_p[k] = dy*/dp_k`` (P, N) and
+        ``rows_y0[j] = dy*/dy0_j`` (N, N; (0, N) for ``wrt="params"``) at the state
+        reached. ``initial_jac`` (P, N), when given, seeds ``rows_p`` with ``dy0/dp``
+        (the path through the system's ``y0(p)``); without it ``rows_p`` holds the
+        derivatives at fixed ``y0``.
+        """
+        if not self.blocks:
+            raise ValueError("this steady-state problem integrates no sensitivities")
+        n, n_p = self.system.n_states, self.system.n_params
+        s0 = np.zeros((self.blocks, n))
+        if initial_jac is not None:
+            s0[:n_p] = initial_jac
+        if self.wrt == "both":
+            s0[n_p:] = np.eye(n)
+        run = self.find(
+            np.concatenate((np.asarray(y0, dtype=np.float64), s0.ravel())), p_kernel, t0
+        )
+        sens = run.z[n:].reshape(self.blocks, n)
+        return run, np.ascontiguousarray(sens[:n_p]), np.ascontiguousarray(sens[n_p:])
 
     def factor(self, t: float, y: np.ndarray, p_kernel: np.ndarray) -> tuple:
         """``(ints, floats, scales)``: the factors of the bordered Jacobian at ``(t, y)``

@@ -356,6 +356,88 @@ def test_inf_output_of_a_drifting_system_is_no_steady_state():
     assert np.all(np.isfinite(dlogp(0.0)))  # a rejected proposal: a finite gradient
 
 
+def volume_system() -> OdeSystem:
+    """y0 -> y1 between compartments of volumes V1, V2: V1 y0 + V2 y1 is conserved, with
+    coefficients that depend on parameters, so no conservation law is found and the
+    Jacobian at the steady state (0, total / V2) is singular."""
+    return OdeSystem(
+        lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2],
+        2,
+        params=["k", "V1", "V2"],
+        name="volumes",
+    )
+
+
+VOLUMES_P = np.array([1.0, 2.0, 0.5])
+VOLUMES_Y0 = np.array([1.0, 0.2])
+
+
+def volumes_objective(controls: dict, mode: str = "FAST_RUN"):
+    """``(theta, y0) -> (L, dL/dtheta, dL/dy0)`` of ``L = w . y*`` with the given
+    steady-state controls."""
+    theta, y0 = pt.dvector("theta"), pt.dvector("y0")
+    y_star = steady_state_solution(
+        volume_system(), y0, theta, on_failure="raise", **TIGHT_STEADY, **controls
+    )
+    loss = y_star @ np.array([0.7, -1.3])
+    return pytensor.function([theta, y0], [loss, *pytensor.grad(loss, [theta, y0])], mode=mode)
+
+
+@pytest.mark.parametrize(
+    "controls, mode",
+    [
+        ({}, "FAST_RUN"),
+        ({"sensitivity": "auto"}, "NUMBA"),
+        ({"sensitivity": "integration"}, "FAST_RUN"),
+        ({"sensitivity": "integration"}, "NUMBA"),
+    ],
+)
+def test_singular_steady_state_gradient_integrates_the_sensitivities(controls, mode):
+    """AMICI's integrateIfNewtonFails (the default) and integrationOnly: the value needs no
+    inverse of the Jacobian, the gradient comes from the sensitivities integrated with the
+    state. y* = (0, (V1 y0_0 + V2 y0_1) / V2) gives it in closed form."""
+    value, grad_p, grad_y0 = volumes_objective(controls, mode)(VOLUMES_P, VOLUMES_Y0)
+    k, v1, v2 = VOLUMES_P
+    total = v1 * VOLUMES_Y0[0] + v2 * VOLUMES_Y0[1]
+    np.testing.assert_allclose(value, -1.3 * total / v2, rtol=1e-10)
+    expected_p = -1.3 * np.array([0.0, VOLUMES_Y0[0] / v2, -v1 * VOLUMES_Y0[0] / v2**2])
+    np.testing.assert_allclose(grad_p, expected_p, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(grad_y0, -1.3 * np.array([v1 / v2, 1.0]), rtol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+def test_implicit_steady_state_sensitivity_refuses_a_singular_jacobian(mode):
+    """AMICI's newtonOnly: the singular steady state itself is refused, naming the way out."""
+    objective = volumes_objective({"sensitivity": "implicit"}, mode)
+    with pytest.raises(Exception, match="singular") as info:
+        objective(VOLUMES_P, VOLUMES_Y0)
+    if mode == "FAST_RUN":
+        assert isinstance(info.value, pymc_odesens.SteadyStateSingularError)
+        assert "sensitivity='integration'" in str(info.value)
+
+
+def test_singular_steady_state_gradient_in_a_model_with_y0_of_parameters():
+    """In a PyMC model the steady state's start is the system's y0(p): the gradient of the
+    log-density (integrated sensitivities through y0(p) as well) against central
+    differences."""
+    system = OdeSystem(
+        lambda t, y, p: [-p.k * y[0] / p.V1, p.k * y[0] / p.V2],
+        2,
+        params=["k", "V1", "V2"],
+        initial_state=lambda p: [p.V2, 0.2 * p.V1],
+        name="volumes_y0",
+    )
+    with pm.Model() as model:
+        v1 = pm.LogNormal("v1", np.log(2.0), 0.1)
+        y_star = steady_state_solution(system, None, [1.0, v1, 0.5], **TIGHT_STEADY)
+        pm.Normal("obs", y_star[1], 0.1, observed=3.0)
+    logp = pytensor.function(model.value_vars, model.logp())
+    dlogp = pytensor.function(model.value_vars, pytensor.grad(model.logp(), model.value_vars))
+    x, h = 0.3, 1e-6
+    central = (logp(x + h) - logp(x - h)) / (2 * h)
+    np.testing.assert_allclose(dlogp(x), central, rtol=1e-6)
+
+
 def test_bad_arguments_fail_when_the_graph_is_built(pathway):
     theta = pt.dvector("theta")
 
@@ -377,6 +459,8 @@ def test_bad_arguments_fail_when_the_graph_is_built(pathway):
         build(times=[0.0, np.inf, 1.0])
     with pytest.raises(TypeError, match=r"unknown steady-state control\(s\) \['tolerance'\]"):
         build(steady_state_controls={"tolerance": 1e-6})
+    with pytest.raises(ValueError, match="sensitivity must be one of 'auto', 'implicit'"):
+        build(steady_state_controls={"sensitivity": "adjoint"})
     with pytest.raises(TypeError, match="steady_state_controls apply to pre-equilibration"):
         build(times=[0.0, 1.0], steady_state_controls={"method": "newton"})
     with pytest.raises(ValueError, match="the experiment axes disagree"):

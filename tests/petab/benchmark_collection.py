@@ -20,6 +20,8 @@ REFERENCE_LLH = {
     "Beer_MolBioSystems2014": 58622.9145631413,
     "Isensee_JCB2018": -3949.375966548649,
     "Smith_BMCSystBiol2013": -888198.4389554084,  # AMICI's at rtol 1e-12, not 1e-8: below
+    # petab.calculate_llh of the collection's simulatedData table (no AMICI reference)
+    "Raimundez_PCB2020": -550.0359830972582,
 }
 
 # in the default run: small, quick to compile; the others are marked slow (docs/petab.md

@@ -182,3 +182,28 @@ def test_smith_gradient_against_central_differences_and_between_routes():
     _routes_against_central_differences(
         problem_yaml("Smith_BMCSystBiol2013"), ["discrete_adjoint", "adjoint"], h=1e-4, rtol=1e-5
     )
+
+
+# Raimundez_PCB2020: 37 experiments, all pre-equilibrated, whose steady states have a
+# singular bordered Jacobian (issue 36.3): the log-likelihood needs no inverse of it, the
+# gradient integrates the sensitivities to the steady state (AMICI's
+# integrateIfNewtonFails). A few parameters of different kinds (a rate constant of the
+# model, scalings of observables) against central differences at the nominal values
+@pytest.mark.slow
+def test_raimundez_gradient_through_singular_steady_states():
+    problem = load("Raimundez_PCB2020")
+    x = problem.x_nominal
+    value, gradient = problem.log_likelihood_and_gradient(x)
+    assert value == pytest.approx(REFERENCE_LLH["Raimundez_PCB2020"], abs=1e-3)
+    assert np.all(np.isfinite(gradient))
+    ids = list(problem.parameters.ids)
+    h = 1e-5
+    for name in (
+        "ki_RAS__MKN1",
+        "s_pEGFR_ID10_HS746T_FM_EGF",
+        "s_pMAPK_ID8_HS746T_HM_1min",
+        "s_pEGFR_ID6_MKN1_HM_3min",
+    ):
+        e = np.eye(len(x))[ids.index(name)]
+        central = (problem.log_likelihood(x + h * e) - problem.log_likelihood(x - h * e)) / (2 * h)
+        assert gradient[ids.index(name)] == pytest.approx(central, rel=1e-3), name

@@ -29,6 +29,8 @@ def test_the_model_factory_is_a_picklable_recipe(boehm):
     assert isinstance(factory, PetabModelFactory)
     assert factory.yaml_path == str(problem_yaml(BOEHM).resolve())
     assert dict(factory.options)["relative_tolerance"] == boehm.options.relative_tolerance
+    # the automatic route is measured once, here, not in every worker
+    assert dict(factory.options)["sensitivity"] == boehm.gradient_route != "auto"
     assert pickle.loads(pickle.dumps(factory)) == factory
     problem = PetabProblem(boehm.petab_problem, "no_file", boehm.options)
     with pytest.raises(ValueError, match="no_file: model_factory needs the problem's YAML"):

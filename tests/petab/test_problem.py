@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 from petab.v1.calculate import calculate_single_llh
 
-from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError
+from pymc_odesens.petab import (
+    PetabError,
+    PetabProblem,
+    PetabUnsupportedError,
+    SolverOptions,
+    route_choice,
+)
 from tests.petab.turnover import (
     TURNOVER_PARAMETERS,
     edited_turnover_problem,
@@ -168,6 +174,94 @@ def test_options_are_checked(turnover_yaml):
         PetabProblem.from_yaml(turnover_yaml).build_model(tolerance=1.0)
     with pytest.raises(FileNotFoundError, match="no PEtab problem file"):
         PetabProblem.from_yaml(turnover_yaml.parent / "missing.yaml")
+
+
+STEADY_STATE_CONTROLS = [
+    {"method": "newton"},
+    {"method": "integration"},
+    {"relative_tolerance": 1e-11},
+    {"absolute_tolerance": 1e-13},
+    {"absolute_tolerance": np.full(1, 1e-13)},  # one per state (resized below)
+    {"max_newton_iterations": 60},
+    {"max_num_steps": 20_000},
+    {"max_time": 1e10},
+    {"nonnegative": True},
+    {"linear_solver": "sparse"},
+    {"sensitivity": "auto"},
+    {"sensitivity": "implicit"},
+    {"sensitivity": "integration"},
+]
+
+
+@pytest.mark.parametrize("controls", STEADY_STATE_CONTROLS, ids=lambda c: "-".join(map(str, c)))
+def test_every_steady_state_control_is_usable(turnover, turnover_yaml, controls):
+    """steady_state_controls are a cache key of the compiled functions: a dict there made
+    every call raise "unhashable type: 'dict'". Each documented control, with the
+    pre-equilibration and the steady-state measurements of the problem, gives the same
+    log-likelihood and gradient."""
+    if isinstance(controls.get("absolute_tolerance"), np.ndarray):
+        controls = {"absolute_tolerance": np.full(turnover.system.n_states, 1e-13)}
+    problem = PetabProblem.from_yaml(
+        turnover_yaml,
+        relative_tolerance=1e-10,
+        absolute_tolerance=1e-12,
+        steady_state_controls=controls,
+        sensitivity="forward",
+    )
+    hash(problem.options)
+    assert set(problem.options.steady_state_controls) == set(controls)
+    x = problem.x_nominal + 0.05
+    # within the steady-state residual test (1e-10 by default) as conditioned here
+    np.testing.assert_allclose(problem.log_likelihood(x), _expected_llh(turnover, x), rtol=1e-6)
+    value, gradient = problem.log_likelihood_and_gradient(x)
+    reference = PetabProblem.from_yaml(
+        turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12, sensitivity="forward"
+    ).log_likelihood_gradient(x)
+    np.testing.assert_allclose(gradient, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_steady_state_controls_are_checked_and_hash_by_content(turnover_yaml):
+    with pytest.raises(TypeError, match=r"unknown steady-state control\(s\) \['tolerance'\]"):
+        PetabProblem.from_yaml(turnover_yaml, steady_state_controls={"tolerance": 1e-8})
+    with pytest.raises(TypeError, match="steady_state_controls must be a dict"):
+        PetabProblem.from_yaml(turnover_yaml, steady_state_controls=[("method", "newton")])
+    problem = PetabProblem.from_yaml(
+        turnover_yaml, steady_state_controls={"sensitivity": "adjoint"}
+    )
+    with pytest.raises(ValueError, match="sensitivity must be one of 'auto', 'implicit'"):
+        problem.log_likelihood()
+    as_array = SolverOptions(steady_state_controls={"absolute_tolerance": np.array([1e-9, 1e-9])})
+    as_list = SolverOptions(steady_state_controls={"absolute_tolerance": [1e-9, 1e-9]})
+    assert as_array == as_list and hash(as_array) == hash(as_list)
+    assert as_array != SolverOptions(steady_state_controls={"absolute_tolerance": [1e-9, 1e-8]})
+
+
+def test_automatic_route_is_the_fastest_measured(turnover_yaml, monkeypatch):
+    """sensitivity="auto" times every route at the nominal values and takes the fastest
+    (when clearly faster than the rule's); its gradient is that route's (every route
+    measured: the turnover problem is faster than the threshold below which the first
+    route is kept)."""
+    monkeypatch.setattr(route_choice, "MEASURE_ABOVE_SECONDS", 0.0)
+    problem = PetabProblem.from_yaml(
+        turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12
+    )
+    route = problem.gradient_route
+    choice = problem.route_choice
+    assert choice.measured and set(choice.seconds) == {"forward", "adjoint", "discrete_adjoint"}
+    first = problem.options.route(problem.sensitivity_columns)  # the rule's, measured first
+    fastest = min(choice.seconds, key=choice.seconds.get)
+    switch = choice.seconds[fastest] * route_choice.SWITCH_FACTOR <= choice.seconds[first]
+    assert route == (fastest if switch else first)
+    assert all(0.0 < s < math.inf for s in choice.seconds.values()), choice
+    x = problem.x_nominal + 0.05
+    by_route = PetabProblem.from_yaml(
+        turnover_yaml, relative_tolerance=1e-10, absolute_tolerance=1e-12, sensitivity=route
+    )
+    np.testing.assert_array_equal(
+        problem.log_likelihood_gradient(x), by_route.log_likelihood_gradient(x)
+    )
+    fixed = PetabProblem.from_yaml(turnover_yaml, sensitivity="adjoint")
+    assert fixed.gradient_route == "adjoint" and not fixed.route_choice.measured
 
 
 def _edited(turnover_yaml, tmp_path, table: str, edit) -> str:

@@ -400,6 +400,26 @@ def test_singular_steady_state_and_integrated_sensitivities():
     np.testing.assert_allclose(result.S_y0, [[0.0, 0.0], [v1 / v2, 1.0]], atol=1e-8)
 
 
+def test_auto_sensitivity_integrates_where_the_jacobian_is_singular():
+    """AMICI's integrateIfNewtonFails: the implicit function theorem where it applies, the
+    integrated sensitivities where the Jacobian is singular (the same numbers as asking for
+    them)."""
+    system = volume_system()
+    p = np.array([1.0, 2.0, 0.5])
+    y0 = np.array([1.0, 0.2])
+    result = steady_state(system, y0, p, sensitivity="auto")
+    assert result.sensitivity == "integration"
+    integrated = steady_state(system, y0, p, sensitivity="integration")
+    np.testing.assert_allclose(result.S, integrated.S, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(result.S_y0, integrated.S_y0, rtol=1e-12, atol=1e-14)
+    w = np.array([0.3, -1.2])
+    np.testing.assert_allclose(result.vjp(w).params, result.S.T @ w, rtol=1e-12)
+    regular = steady_state(linear_system(), np.zeros(3), LINEAR_P, sensitivity="auto")
+    assert regular.sensitivity == "implicit"
+    implicit = steady_state(linear_system(), np.zeros(3), LINEAR_P)
+    np.testing.assert_array_equal(regular.S, implicit.S)
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
