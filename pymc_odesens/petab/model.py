@@ -26,6 +26,9 @@ def build_pymc_model(problem, options: SolverOptions, plan=None, log_likelihood=
     parameters = problem.parameters
     graph = problem.graph
     marginal = set(plan.ids) if plan is not None else set()
+    # measured (for sensitivity="auto") outside the model: the measurement's own graphs
+    # would otherwise add their failure potentials to it
+    route = problem.route_for(options) if log_likelihood is None else None
     with pm.Model(name="") as model:
         variables = [
             pt.constant(initval, dtype="float64")
@@ -38,7 +41,7 @@ def build_pymc_model(problem, options: SolverOptions, plan=None, log_likelihood=
             pm.Potential("log_likelihood", log_likelihood.tensor(x))
             return model
         z = graph.z(x)
-        y = graph.states(z, options, problem.route_for(options))
+        y = graph.states(z, options, route)
         for o in graph.observables(z, y, plan.free_rows if plan is not None else None):
             observable = o.group.observable
             observed_measurements(
