@@ -13,6 +13,8 @@ model, or one without ODEs).
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
+- the posterior of marginalised parameters: :func:`recover_marginalized`
+  (``marginal_recovery.py``);
 - where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
   :func:`work_executor` for this process, local processes, any ``concurrent.futures``
   executor or a Dask cluster), and a log-likelihood over many experiments evaluated by a
@@ -38,6 +40,7 @@ from pymc_odesens.inference.executors import (
     WorkExecutor,
 )
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
+from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
     find_posterior_mode,
@@ -86,6 +89,7 @@ __all__ = [
     "sampler_coordinates",
     "TraceCheckpoint",
     "TimeLimit",
+    "recover_marginalized",
     "ConvergenceReport",
     "convergence_report",
     "sampling_times",

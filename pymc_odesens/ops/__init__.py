@@ -10,6 +10,9 @@
 - solver failures inside a model: counted (``failures.py``) and turned into rejections with
   finite gradients (``rejection.py``);
 - :func:`fisher_information_tensor` and the Peano-Baker branch counts (``pbs_branches.py``);
+- marginalised observation parameters: :func:`marginal_normal` (``marginal_normal.py``) over
+  the marginal likelihood Op (``marginal_likelihood.py``), its block structure
+  (``marginal_structure.py``) and closed forms (``marginal_numerics.py``);
 - :class:`DistributedLogLikelihoodOp`: a log-likelihood that an evaluator outside the graph
   computes (the workers of a cluster), with its numba callback (``distributed_numba.py``).
 
@@ -31,6 +34,17 @@ from pymc_odesens.ops.failures import (
     reset_failure_counts,
 )
 from pymc_odesens.ops.fisher_tensor import fisher_information_tensor
+from pymc_odesens.ops.marginal_likelihood import (
+    MarginalNormalLogLikelihood,
+    MarginalNormalLogLikelihoodGradient,
+    marginal_log_likelihood,
+)
+from pymc_odesens.ops.marginal_normal import InverseGammaPrior, NormalPrior, marginal_normal
+from pymc_odesens.ops.marginal_structure import (
+    MarginalColumn,
+    MarginalNoise,
+    MarginalNormalStructure,
+)
 from pymc_odesens.ops.numba_cache import register_cacheable
 from pymc_odesens.ops.numba_scipy_special import register_scipy_special_ops
 from pymc_odesens.ops.ode_ops import (
@@ -63,6 +77,8 @@ register_cacheable(
     OdeDiscreteAdjointVJPOp,
     SteadyStateOp,
     SteadyStateVJPOp,
+    MarginalNormalLogLikelihood,
+    MarginalNormalLogLikelihoodGradient,
 )
 # and so do graphs with scipy.special functions (the digamma of a negative binomial's gradient)
 register_scipy_special_ops()
@@ -93,4 +109,13 @@ __all__ = [
     "register_cacheable",
     "PerThreadFunction",
     "ConcurrentCallError",
+    "marginal_normal",
+    "NormalPrior",
+    "InverseGammaPrior",
+    "marginal_log_likelihood",
+    "MarginalNormalLogLikelihood",
+    "MarginalNormalLogLikelihoodGradient",
+    "MarginalNormalStructure",
+    "MarginalColumn",
+    "MarginalNoise",
 ]

@@ -32,11 +32,18 @@ __all__ = ["ObservableTensors", "PetabGraph"]
 
 @dataclass(frozen=True, eq=False)
 class ObservableTensors:
-    """One observable's simulated values ``h`` and noise parameters ``sigma`` (M,)."""
+    """One observable's simulated values ``h`` and noise parameters ``sigma`` (M,), of the
+    measurements ``rows`` of its group (None: all of them)."""
 
     group: MeasurementGroup
     h: pt.TensorVariable
     sigma: pt.TensorVariable
+    rows: np.ndarray | None = None
+
+    @property
+    def data(self) -> np.ndarray:
+        """The measurements of :attr:`rows`."""
+        return self.group.data if self.rows is None else self.group.data[self.rows]
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,39 +243,58 @@ class PetabGraph:
             )
         return pt.where(mask, initial, y_star)
 
-    def observables(self, z, y) -> list[ObservableTensors]:
-        """``h`` and ``sigma`` of every measurement, per observable."""
+    def symbol_values(self, group: MeasurementGroup, z, y, rows=None) -> dict:
+        """The value of every symbol of ``group``'s observable and noise formulas, per
+        measurement (of the measurements ``rows`` of the group; default: all): states,
+        system parameters, time, placeholders and parameter-table symbols."""
         system = self.simulation.system
-        result = []
-        for group in self.groups:
-            observable = group.observable
-            used = observable.formula.free_symbols | observable.noise_formula.free_symbols
-            values = {}
-            if any(s in used for s in system.state_symbols):
-                y_m = y[group.experiment, group.time_index]
-                for i, s in enumerate(system.state_symbols):
-                    if s in used:
-                        values[s] = y_m[:, i]
-            for k, s in enumerate(system.param_symbols):
+        observable = group.observable
+        select = slice(None) if rows is None else np.asarray(rows, dtype=np.int64)
+        experiment = group.experiment[select]
+        used = observable.formula.free_symbols | observable.noise_formula.free_symbols
+        values = {}
+        if any(s in used for s in system.state_symbols):
+            y_m = y[experiment, group.time_index[select]]
+            for i, s in enumerate(system.state_symbols):
                 if s in used:
-                    values[s] = z[self.parameters[group.experiment, k]]
-            if system.t in used:
-                values[system.t] = pt.constant(group.time)
-            for j, s in enumerate(observable.observable_placeholders):
-                values[s] = z[group.observable_parameters[:, j]]
-            for j, s in enumerate(observable.noise_placeholders):
-                values[s] = z[group.noise_parameters[:, j]]
-            for s, index in self.table_parameters[observable.id].items():
-                values[s] = z[index]
+                    values[s] = y_m[:, i]
+        for k, s in enumerate(system.param_symbols):
+            if s in used:
+                values[s] = z[self.parameters[experiment, k]]
+        if system.t in used:
+            values[system.t] = pt.constant(group.time[select])
+        for j, s in enumerate(observable.observable_placeholders):
+            values[s] = z[group.observable_parameters[select, j]]
+        for j, s in enumerate(observable.noise_placeholders):
+            values[s] = z[group.noise_parameters[select, j]]
+        for s, index in self.table_parameters[observable.id].items():
+            values[s] = z[index]
+        return values
+
+    def observables(self, z, y, rows: dict | None = None) -> list[ObservableTensors]:
+        """``h`` and ``sigma`` of every measurement, per observable.
+
+        ``rows`` (optional) maps a group's index in :attr:`groups` to the measurements of
+        it to include (the others are not computed); groups it does not name are whole,
+        and a group with no measurement selected is left out.
+        """
+        result = []
+        for k, group in enumerate(self.groups):
+            selected = None if rows is None else rows.get(k)
+            if selected is not None and len(selected) == 0:
+                continue
+            observable = group.observable
+            values = self.symbol_values(group, z, y, selected)
             label = f"observable {observable.id!r}"
             h = expression_tensor(observable.formula, values, f"{label}: observableFormula")
             sigma = expression_tensor(observable.noise_formula, values, f"{label}: noiseFormula")
-            m = len(group)
+            m = len(group) if selected is None else len(selected)
             result.append(
                 ObservableTensors(
                     group=group,
                     h=pt.broadcast_to(h, (m,)),
                     sigma=pt.broadcast_to(sigma, (m,)),
+                    rows=None if selected is None else np.asarray(selected, dtype=np.int64),
                 )
             )
         return result

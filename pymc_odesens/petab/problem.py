@@ -30,6 +30,7 @@ from pymc_odesens.petab.likelihood_op import (
     MeasurementLogLikelihood,
     MeasurementLogLikelihoodGradient,
 )
+from pymc_odesens.petab.marginalization import MarginalizationPlan, observation_analysis
 from pymc_odesens.petab.measurements import (
     experiment_times,
     group_measurements,
@@ -196,6 +197,8 @@ class PetabProblem:
         # the gradient route measured for sensitivity="auto", per options
         self._route_choices: dict[SolverOptions, RouteChoice] = {}
         self._likelihood_kernel: LikelihoodKernel | None = None
+        self._observation_analysis = None
+        self._marginal_model: pm.Model | None = None
         self._build_lock = threading.RLock()
 
     # construction ---------------------------------------------------------------------
@@ -561,7 +564,9 @@ class PetabProblem:
         """
         return start_values(self.parameters, spread)
 
-    def build_model(self, log_likelihood=None, **options) -> pm.Model:
+    def build_model(
+        self, marginalize=None, marginal_priors=None, log_likelihood=None, **options
+    ) -> pm.Model:
         """The problem as a PyMC model.
 
         One random variable per estimated parameter, named by its id, on its
@@ -580,6 +585,19 @@ class PetabProblem:
 
         Parameters
         ----------
+        marginalize : "auto", sequence of str or None
+            Observation parameters to integrate out in closed form (docs/petab.md,
+            "Marginalised observation parameters"): ``"auto"`` every one that
+            :meth:`marginalizable_parameters` lists as marginalizable, or these ids;
+            ``None`` (default): none. Marginalised parameters have no random variable;
+            the measurements that read them are one potential,
+            ``"marginalized_measurements"``, their marginal likelihood under conjugate
+            priors; :meth:`recover_marginalized` draws them after sampling.
+        marginal_priors : dict, optional
+            Conjugate-prior hyperparameters by id, replacing the defaults derived from
+            the PEtab prior: ``{"mu": ..., "sigma": ...}`` for a scaling or offset (the
+            normal prior of its marginalised variable), ``{"alpha": ..., "beta": ...}``
+            for a noise parameter (the inverse-gamma prior of its square).
         log_likelihood : DistributedLogLikelihood, optional
             Made with ``on_failure="reject"`` (a failed solve rejects the proposal).
         **options
@@ -590,12 +608,21 @@ class PetabProblem:
         Raises
         ------
         ValueError
-            ``log_likelihood`` raises solver failures (``on_failure="raise"``) or has
-            another number of parameters.
+            A parameter of ``marginalize`` that cannot be marginalised (the reason named),
+            or hyperparameters that are not valid; ``log_likelihood`` raises solver
+            failures (``on_failure="raise"``) or has another number of parameters, or
+            comes with ``marginalize``.
+        PetabError
+            No default conjugate prior can be derived (named: give ``marginal_priors``).
         TypeError
             ``options`` with ``log_likelihood``.
         """
         if log_likelihood is not None:
+            if marginalize is not None:
+                raise ValueError(
+                    "build_model: marginalize and a distributed log_likelihood cannot be "
+                    "combined (the distributed log-likelihood holds every measurement)"
+                )
             if options:
                 raise TypeError(
                     f"build_model: options {sorted(options)} apply to the model's own "
@@ -614,7 +641,79 @@ class PetabProblem:
                     f"{len(self.parameters)}"
                 )
         options = self.options.updated(**options) if options else self.options
-        return build_pymc_model(self, options, log_likelihood)
+        plan = None
+        if marginalize is not None:
+            plan = MarginalizationPlan(self.observation_analysis(), marginalize, marginal_priors)
+        elif marginal_priors is not None:
+            raise ValueError("marginal_priors given, but marginalize is None")
+        model = build_pymc_model(self, options, plan, log_likelihood)
+        if plan is not None:
+            self._marginal_model = model
+        return model
+
+    # marginalised observation parameters ------------------------------------------------
+    def observation_analysis(self):
+        """Where each estimated parameter is read, and whether it can be marginalised
+        (:class:`~pymc_odesens.petab.marginalization.ObservationAnalysis`; built once)."""
+        if self._observation_analysis is None:
+            with self._build_lock:
+                if self._observation_analysis is None:
+                    self._observation_analysis = observation_analysis(self)
+        return self._observation_analysis
+
+    def marginalizable_parameters(self) -> pd.DataFrame:
+        """The observation parameters and whether ``build_model(marginalize="auto")``
+        integrates them out.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by ``parameterId``: every estimated parameter that an observable or
+            noise formula reads, and the fixed ones they read; columns ``kind``
+            (``"scaling"``, ``"offset"``, ``"noise_sd"`` or ``""``), ``marginalizable``,
+            ``observables``, ``variable`` (what is integrated out: the value, its
+            ``log``/``log10``, or the noise variance), ``prior`` (the default conjugate
+            prior and where it comes from) and ``reason`` (why one is not marginalizable).
+        """
+        return self.observation_analysis().report()
+
+    def recover_marginalized(
+        self, idata, model: pm.Model | None = None, random_seed=None, scale: str = "parameter"
+    ):
+        """Draw the marginalised parameters from their conditional posterior, one draw per
+        posterior draw, into ``idata.posterior`` (see
+        :func:`pymc_odesens.inference.recover_marginalized`).
+
+        Parameters
+        ----------
+        idata : arviz.InferenceData
+            Draws of the marginalised model.
+        model : pymc.Model, optional
+            That model (default: the last one :meth:`build_model` built with
+            ``marginalize``).
+        random_seed : int or numpy.random.Generator, optional
+        scale : {"parameter", "linear"}
+            Report each parameter on its ``parameterScale`` (default; a ``log``/``log10``
+            parameter whose linear value was drawn not positive is an error naming it) or
+            on the linear scale.
+
+        Returns
+        -------
+        arviz.InferenceData
+            ``idata``, with a variable per marginalised parameter, named by its id.
+        """
+        from pymc_odesens.inference.marginal_recovery import recover_marginalized
+
+        if scale not in ("parameter", "linear"):
+            raise ValueError(f"scale must be 'parameter' or 'linear', got {scale!r}")
+        if model is None:
+            model = self._marginal_model
+            if model is None:
+                raise ValueError(
+                    "recover_marginalized: no model given, and this problem has built none "
+                    "with marginalize=... (pass the model that was sampled)"
+                )
+        return recover_marginalized(idata, model, random_seed=random_seed, linear=scale == "linear")
 
     def model_factory(self) -> PetabModelFactory:
         """A picklable object that builds :meth:`build_model` in another process.
