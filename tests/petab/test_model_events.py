@@ -112,12 +112,12 @@ def main_problem(main_yaml):
 def test_events_reach_the_simulated_system(main_problem):
     system = main_problem.system
     # the model's events first, then the switches of their comparisons of time
-    assert [e.name for e in system.events] == ["dose", "cut", "refill", "switch_0", "switch_1"]
+    assert [e.name for e in system.events] == ["dosing", "cut", "refill", "switch_0", "switch_1"]
     # v, assigned by an event, is a state; t >= t_dose and t >= t_cut are switch states
     assert system.states == ["A", "v", "time_switch_0", "time_switch_1"]
     triggers = {e.name: str(e.trigger) for e in system.events if e.kind == "trigger"}
     assert triggers == {
-        "dose": "time_switch_0 > 1/2",
+        "dosing": "time_switch_0 > 1/2",
         "cut": "time_switch_1 > 1/2",
         "refill": "A < th",
     }
@@ -215,8 +215,8 @@ def test_events_with_preequilibration_follow_petab_v2(pre_problem):
         return {e.name: e.initial_value for e in system.events if e.kind == "trigger"}
 
     after_pre = initial_values(pre_problem.simulation.preequilibrated_system)
-    assert after_pre == {"dose": True, "cut": True, "window": False}
-    assert initial_values(pre_problem.system) == {"dose": False, "cut": True, "window": True}
+    assert after_pre == {"dosing": True, "cut": True, "window": False}
+    assert initial_values(pre_problem.system) == {"dosing": False, "cut": True, "window": True}
     graph = pre_problem.graph
     np.testing.assert_array_equal(graph.preequilibration_settling, [1.0])
     np.testing.assert_array_equal(graph.settling, [2.0, 2.0])  # both measure at inf

@@ -38,11 +38,16 @@ PARAMETERS = {
     "u_pre": ("lin", 0.0, 10.0, 1.0, 0),
 }
 
-# dose: A + dose at t_dose; cut: the production v * u scaled by frac at t_cut (v is a
+# the parameters of the model (turnover_sbml's and _sbml's); the table's others count only
+# where a condition uses them
+MODEL_PARAMETERS = ("u", "k", "b", "c", "d", "v", "frac", "dose", "w", "t_dose", "t_cut")
+MODEL_PARAMETERS += ("t_window", "th")
+
+# dosing: A + dose at t_dose; cut: the production v * u scaled by frac at t_cut (v is a
 # parameter that an event assigns: a state); window: A + w when t <= t_window becomes true
 # (only at a start); refill: A + 1 whenever A falls below th (located by root finding)
 DOSE = {
-    "id": "dose",
+    "id": "dosing",
     "trigger": "time >= t_dose",
     "assignments": {"A": "A + dose"},
     "initial_value": False,
@@ -101,6 +106,9 @@ def write_problem(folder: Path, events, conditions: dict, measurements: list) ->
         for j, t in enumerate(times)
     ]
     petab.write_measurement_df(pd.DataFrame(rows), folder / "measurements.tsv")
+    # the parameters the conditions use, and those of the model (petab's check refuses a
+    # parameter table entry nothing uses)
+    used = {v for values in conditions.values() for v in values.values() if isinstance(v, str)}
     table = pd.DataFrame(
         [
             {
@@ -112,6 +120,7 @@ def write_problem(folder: Path, events, conditions: dict, measurements: list) ->
                 "estimate": estimate,
             }
             for pid, (scale, lower, upper, nominal, estimate) in PARAMETERS.items()
+            if pid in used or pid in MODEL_PARAMETERS
         ]
     ).set_index("parameterId")
     petab.write_parameter_df(table, folder / "parameters.tsv")
