@@ -107,15 +107,17 @@ def run_problem(folder: Path, repeats: int, timeout: float) -> dict:
             result = json.loads(line[len("RESULT ") :])
             result["wall_s"] = time.perf_counter() - started
             return result
-    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    return {"error": lines[-1] if lines else f"exit status {done.returncode}"}
+    lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip()]
+    # the exception's own line (PyTensor appends hints after it)
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+    return {"error": (errors or lines or [f"exit status {done.returncode}"])[-1]}
 
 
 def report(results: dict, references: dict[str, float]) -> None:
     rows = []
     for name, r in results.items():
         if "error" in r:
-            rows.append([name, "-", "-", "-", "-", "-", "-", r["error"][:90]])
+            rows.append([name, "-", "-", "-", "-", "-", "-", r["error"][:160]])
             continue
         ref = references.get(name)
         diff = f"{r['llh'] - ref:+.2e}" if ref is not None else "no reference"

@@ -169,6 +169,7 @@ def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
         assert plot.exists() and plot.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_petab_fit_with_the_mass_matrix_from_the_mode(tmp_path, capsys):
     example = load_example("petab_fit")
     argv = short_run(draws=20, tune=20, chains=1, cores=1) + ["--no-plot", "--mode-mass-matrix"]
@@ -186,6 +187,7 @@ def test_petab_fit_with_the_mass_matrix_from_the_mode(tmp_path, capsys):
         example.main(argv + ["--sampler", "nutpie"])
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_petab_fit_with_one_metric_pooled_from_all_chains(capsys):
     example = load_example("petab_fit")
     argv = short_run(draws=15, tune=20, chains=2, cores=1) + ["--no-plot"]
@@ -206,6 +208,7 @@ def test_petab_fit_with_one_metric_pooled_from_all_chains(capsys):
         example.main(argv + pooled)
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     example = load_example("petab_fit")
     options = ["--no-plot", "--mode-mass-matrix"]

@@ -55,7 +55,9 @@ def run_growth(tmp_path, sample_call: str, **model) -> subprocess.CompletedProce
     return done
 
 
-@pytest.mark.parametrize("cores", [2, 1])
+@pytest.mark.parametrize(
+    "cores", [pytest.param(2, marks=pytest.mark.slow), 1]
+)  # two worker processes: -m slow
 def test_failures_in_tuning_are_reported_once_in_the_parent(tmp_path, cores):
     done = run_growth(
         tmp_path,

@@ -38,7 +38,10 @@ print("LOADED", ",".join(c for c in cores if "pymc_odesens." + c in sys.modules)
 
 @pytest.mark.parametrize(
     ("method", "loaded"),
-    [("bdf", "solvers.multistep"), ("rk45", "solvers.runge_kutta")],
+    [
+        ("bdf", "solvers.multistep"),
+        pytest.param("rk45", "solvers.runge_kutta", marks=pytest.mark.slow),  # -m slow
+    ],
 )
 def test_a_forward_model_without_events_loads_its_integrator_only(tmp_path, method, loaded):
     # no hybrid driver, no adjoint, PBS or recording cores: those are minutes of compiling

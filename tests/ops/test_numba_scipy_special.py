@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+import pytest
 import scipy.special
 
 import pymc_odesens.ops  # noqa: F401  (registers the keys)
@@ -62,6 +63,7 @@ print("RESULT " + json.dumps({"compiled": compiled, "values": values}))
 """
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_a_second_process_loads_a_graph_with_digamma():
     runs = [run_child(CHILD) for _ in range(2)]
     assert "numba_funcified_fgraph" not in runs[1]["compiled"], runs[1]["compiled"]

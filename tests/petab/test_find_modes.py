@@ -37,6 +37,7 @@ def test_the_model_factory_is_a_picklable_recipe(boehm):
         problem.model_factory()
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_optima_in_two_worker_processes_are_petab_optima(boehm):
     result = find_modes(boehm, 2, random_seed=4, n_workers=2, method="L-BFGS-B")
     assert not result.failed
@@ -57,6 +58,7 @@ def start_vector(result, start):
     return np.asarray(start.start)
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_the_fisher_trust_region_finds_boehms_optimum_from_prior_draws(boehm):
     # 9 starts of seed 0: start 8 reaches the best optimum, the others local optima
     result = find_modes(boehm, 9, random_seed=0, n_workers=1)

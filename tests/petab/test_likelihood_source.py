@@ -90,6 +90,7 @@ def test_a_problem_not_read_from_a_file_is_refused(turnover):
         copy.likelihood_source()
 
 
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
 def test_the_model_with_the_distributed_log_likelihood_has_the_same_log_density(turnover):
     llh = turnover.distributed_log_likelihood(n_chunks=2, on_failure="reject")
     reference = turnover.build_model()

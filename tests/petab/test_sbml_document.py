@@ -24,6 +24,10 @@ def _with_initial_assignment(yaml, formula: str) -> None:
         f"{formula}</initialAssignment></listOfInitialAssignments>",
     )
     (yaml.parent / "model.xml").write_text(text)
+    # the parameter table lists only what this model (or a condition) uses
+    table = petab.get_parameter_df(str(yaml.parent / "parameters.tsv"))
+    keep = [pid for pid in table.index if f'id="{pid}"' in text]
+    petab.write_parameter_df(table.loc[keep], yaml.parent / "parameters.tsv")
 
 
 NUMBER = (
