@@ -5,6 +5,10 @@ Run:  python benchmarks/bench_petab.py                  (the nine problems witho
       python benchmarks/bench_petab.py --problems Boehm_JProteomeRes2014,Chen_MSB2009
       (writes results/bench_petab.json, or results/<name>.json with --output <name>;
       AMICI builds each model once, minutes each)
+      python benchmarks/bench_petab.py --dask-workers 2     (or --scheduler tcp://host:8786)
+      (each problem one work unit of a Dask cluster: a LocalCluster of 2 worker processes,
+      or the cluster of that scheduler; the workers need the package and the files at the
+      same paths; their times are measured while the other units run)
 
 For every problem of ``../shared/petab`` (``$PYMC_ODESENS_SHARED_DIR/petab``), at AMICI's
 default tolerances (rtol 1e-8, atol 1e-16) and the same step budget (100 000 steps between
@@ -126,22 +130,17 @@ def child(yaml: str) -> None:
     )
 
 
-def import_and_compile(name: str, cache: Path, timeout: float, package_root: Path) -> dict:
+def import_and_compile(yaml: Path, cache: Path, timeout: float, package_root: Path) -> dict:
     """Stages of a fresh process that uses the kernel cache ``cache`` and the package
     found under ``package_root`` (with its numba cache, next to its sources)."""
-    env_before = dict(os.environ)
-    os.environ["PYMC_ODESENS_CACHE_DIR"] = str(cache)
-    os.environ["PYTHONPATH"] = str(package_root)
-    try:
-        stages = common.run_staged_child(
-            [str(Path(__file__).resolve()), "--child", str(problem_yaml(name))],
-            ["import", "from_yaml", "first_gradient"],
-            stage_timeout=timeout,
-            label=name,
-        )
-    finally:
-        os.environ.clear()
-        os.environ.update(env_before)
+    env = {**os.environ, "PYMC_ODESENS_CACHE_DIR": str(cache), "PYTHONPATH": str(package_root)}
+    stages = common.run_staged_child(
+        [str(Path(__file__).resolve()), "--child", str(yaml)],
+        ["import", "from_yaml", "first_gradient"],
+        stage_timeout=timeout,
+        label=Path(yaml).stem,
+        env=env,
+    )
     out = {k: v.get("s") for k, v in stages.items()}
     failed = stages.get("first_gradient", {})
     if "first_llh_s" in failed:  # the gradient failed: the first log-likelihood instead
@@ -163,7 +162,7 @@ def fresh_install(directory: Path) -> Path:
     return directory
 
 
-def compile_costs(name: str, timeout: float, install: bool) -> dict:
+def compile_costs(yaml: Path, timeout: float, install: bool) -> dict:
     """Import + compile of the problem in fresh processes.
 
     ``install`` (optional): a new install (a copy of the package with no numba cache) and
@@ -177,25 +176,25 @@ def compile_costs(name: str, timeout: float, install: bool) -> dict:
         with tempfile.TemporaryDirectory(prefix="petab_install_") as root:
             with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
                 package = fresh_install(Path(root))
-                out["install"] = import_and_compile(name, Path(cache), timeout, package)
+                out["install"] = import_and_compile(yaml, Path(cache), timeout, package)
     with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
-        out["numba_warmup"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
+        out["numba_warmup"] = import_and_compile(yaml, Path(cache), timeout, common.REPO_DIR)
     with tempfile.TemporaryDirectory(prefix="petab_kernels_") as cache:
-        out["cold"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
-        out["warm_process"] = import_and_compile(name, Path(cache), timeout, common.REPO_DIR)
+        out["cold"] = import_and_compile(yaml, Path(cache), timeout, common.REPO_DIR)
+        out["warm_process"] = import_and_compile(yaml, Path(cache), timeout, common.REPO_DIR)
     return out
 
 
 # ----------------------------------------------------------------------------- ours, warm
 
 
-def ours_warm(name: str, repeats: int) -> dict:
+def ours_warm(yaml: Path, repeats: int) -> dict:
     from pymc_odesens.petab import PetabProblem
 
     out = {}
     for route in ("auto", "forward"):
         problem = PetabProblem.from_yaml(
-            problem_yaml(name),
+            yaml,
             relative_tolerance=RTOL,
             absolute_tolerance=ATOL,
             max_num_steps=MAX_STEPS,
@@ -252,6 +251,73 @@ def steady_state_comparison(repeats: int) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- the batch
+
+
+def measure_problem(
+    name: str,
+    yaml: Path,
+    repeats: int,
+    cold: bool,
+    install: bool,
+    amici: bool,
+    compile_timeout: float,
+) -> dict:
+    """One problem's entry (one work unit: a worker reads the problem from ``yaml``)."""
+    progress(f"== {name}")
+    entry: dict = {}
+    if cold:
+        entry.update(compile_costs(yaml, compile_timeout, install))
+        progress(f"   ours: {', '.join(f'{k} {entry[k]}' for k in COMPILE_KINDS if k in entry)}")
+    entry["ours"] = ours_warm(yaml, repeats)
+    if amici:
+        entry["amici"] = run_amici_petab(
+            yaml,
+            rtol=RTOL,
+            atol=ATOL,
+            repeats=repeats,
+            steady_state_tolerances=(STEADY_RTOL, STEADY_ATOL),
+            max_steps=MAX_STEPS,
+        )
+    return entry
+
+
+def measure_problems(
+    problems: dict[str, Path],
+    *,
+    repeats: int = 10,
+    cold: bool = True,
+    install: list[str] | tuple[str, ...] = (),
+    amici: bool = True,
+    compile_timeout: float = 1800.0,
+    executor=None,
+) -> dict[str, dict]:
+    """The entries of ``problems`` (name -> YAML path), in their order.
+
+    ``executor`` (None, a ``concurrent.futures.Executor`` or a ``dask.distributed.Client``):
+    each problem is one work unit (its name, YAML path and options) run by a worker, which
+    reads the problem and loads its kernels from its own cache; None runs them here, one
+    after the other. The values (log-likelihoods, gradients) are those of a run here; the
+    times are the workers', measured while the other units run.
+    """
+    with common.batch_executor(executor) as runner:
+        works = [
+            runner.submit(
+                measure_problem,
+                name,
+                Path(yaml),
+                repeats,
+                cold,
+                name in install,
+                amici,
+                compile_timeout,
+                name=f"petab-{name}",
+            )
+            for name, yaml in problems.items()
+        ]
+        return dict(zip(problems, runner.gather(works)))
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -273,6 +339,7 @@ def main(argv=None) -> None:
         default="bench_petab",
         help="results file name (benchmarks/results/<output>.json)",
     )
+    common.add_executor_arguments(parser)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -280,27 +347,17 @@ def main(argv=None) -> None:
         return
     load_start = common.report_load("at start")
     names = [n for n in args.problems.split(",") if n]
-    results: dict = {"rtol": RTOL, "atol": ATOL, "problems": {}}
-    for name in names:
-        progress(f"== {name}")
-        entry: dict = {}
-        if not args.no_cold:
-            install = name in args.install_compile.split(",")
-            entry.update(compile_costs(name, args.compile_timeout, install))
-            progress(
-                f"   ours: {', '.join(f'{k} {entry[k]}' for k in COMPILE_KINDS if k in entry)}"
-            )
-        entry["ours"] = ours_warm(name, args.repeats)
-        if not args.no_amici:
-            entry["amici"] = run_amici_petab(
-                problem_yaml(name),
-                rtol=RTOL,
-                atol=ATOL,
-                repeats=args.repeats,
-                steady_state_tolerances=(STEADY_RTOL, STEADY_ATOL),
-                max_steps=MAX_STEPS,
-            )
-        results["problems"][name] = entry
+    results: dict = {"rtol": RTOL, "atol": ATOL}
+    with common.dask_client(args.scheduler, args.dask_workers) as client:
+        results["problems"] = measure_problems(
+            {name: problem_yaml(name) for name in names},
+            repeats=args.repeats,
+            cold=not args.no_cold,
+            install=[n for n in args.install_compile.split(",") if n],
+            amici=not args.no_amici,
+            compile_timeout=args.compile_timeout,
+            executor=client,
+        )
     if "Brannmark_JBC2010" in names:
         results["steady_state"] = steady_state_comparison(args.repeats)
     load_end = common.report_load("at end")

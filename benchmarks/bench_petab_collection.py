@@ -9,6 +9,11 @@ every problem, so a stopped run keeps what it measured::
     python benchmarks/bench_petab_collection.py                       # ../shared/petab
     python benchmarks/bench_petab_collection.py --collection DIR --references FILE.yaml
     python benchmarks/bench_petab_collection.py --report              # the last results
+    python benchmarks/bench_petab_collection.py --dask-workers 2      # a Dask LocalCluster
+    python benchmarks/bench_petab_collection.py --scheduler tcp://host:8786
+
+With a Dask cluster each problem is one work unit (its folder's path and the options) that
+a worker runs in a fresh process of its own; the results are written when all are in.
 
 ``--references`` adds ``name: llh`` pairs (AMICI's ``benchmark_models.yaml`` format) to the
 values of the collection's README tables (``| name | llh | ...``). Columns: ``llh`` at the
@@ -113,6 +118,48 @@ def run_problem(folder: Path, repeats: int, timeout: float) -> dict:
     return {"error": (errors or lines or [f"exit status {done.returncode}"])[-1]}
 
 
+def _report_problem(name: str, r: dict) -> None:
+    progress(
+        f"    {name}: {r['error']}"
+        if "error" in r
+        else f"    {name}: llh {r['llh']:.6f}, first {r['first_s']:.1f} s, warm "
+        f"{r['warm_s'] * 1e3:.1f} ms, route {r['route']}"
+    )
+
+
+def run_collection(
+    folders: dict[str, Path], repeats: int, timeout: float, *, executor=None, on_result=None
+) -> dict[str, dict]:
+    """:func:`run_problem` of each of ``folders`` (name -> folder), in their order.
+
+    ``executor`` None: here, one after the other, calling ``on_result(name, results so
+    far)`` after each; a ``concurrent.futures.Executor`` or ``dask.distributed.Client``:
+    each problem is one work unit (its folder and options), gathered at the end. The values
+    (llh, gradient) are those of a run here; the times are the workers', measured while the
+    other units run.
+    """
+    results: dict[str, dict] = {}
+    if executor is None:
+        for k, (name, folder) in enumerate(folders.items(), 1):
+            progress(f"  [{k}/{len(folders)}] {name} ...")
+            results[name] = run_problem(folder, repeats, timeout)
+            _report_problem(name, results[name])
+            if on_result is not None:
+                on_result(name, results)
+        return results
+    with common.batch_executor(executor) as runner:
+        works = [
+            runner.submit(run_problem, folder, repeats, timeout, name=f"petab-{name}")
+            for name, folder in folders.items()
+        ]
+        for name, result in zip(folders, runner.gather(works)):
+            results[name] = result
+            _report_problem(name, result)
+    if on_result is not None:
+        on_result(None, results)
+    return results
+
+
 def report(results: dict, references: dict[str, float]) -> None:
     rows = []
     for name, r in results.items():
@@ -151,6 +198,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per problem")
     parser.add_argument("--output", default="bench_petab_collection")
     parser.add_argument("--report", action="store_true", help="print the last results")
+    common.add_executor_arguments(parser)
     args = parser.parse_args()
     path = common.RESULTS_DIR / f"{args.output}.json"
     references = readme_references(args.collection)
@@ -162,21 +210,21 @@ def main() -> None:
     names = [n for n in args.problems.split(",") if n] or sorted(
         p.name for p in args.collection.iterdir() if p.is_dir() and not p.name.startswith(".")
     )
-    results: dict = {}
     record = {"collection": str(args.collection), "load_start": report_load("at start")}
-    for k, name in enumerate(names, 1):
-        progress(f"  [{k}/{len(names)}] {name} ...")
-        results[name] = run_problem(args.collection / name, args.repeats, args.timeout)
-        r = results[name]
-        progress(
-            f"    {r['error']}"
-            if "error" in r
-            else f"    llh {r['llh']:.6f}, first {r['first_s']:.1f} s, warm "
-            f"{r['warm_s'] * 1e3:.1f} ms, route {r['route']}"
-        )
+
+    def save(_name, results: dict) -> None:
         record["problems"] = results
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1))
+
+    with common.dask_client(args.scheduler, args.dask_workers) as client:
+        results = run_collection(
+            {name: args.collection / name for name in names},
+            args.repeats,
+            args.timeout,
+            executor=client,
+            on_result=save,
+        )
     record["load_end"] = report_load("at end")
     path.write_text(json.dumps(record, indent=1))
     report(results, references)

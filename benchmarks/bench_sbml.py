@@ -2,6 +2,9 @@
 
 Run:  python benchmarks/bench_sbml.py  [--stage-timeout 900] [--cases 20]
       (writes results/bench_sbml.json; about 10 minutes, most of it Chen_MSB2009)
+      python benchmarks/bench_sbml.py --dask-workers 2   (or --scheduler tcp://host:8786)
+      (each model one work unit of a Dask cluster: its file's path and the options; the
+      worker runs its fresh processes; times measured while the other units run)
 
 For each of the ten PEtab benchmark models of ``../shared/petab`` (8 to 500 species) and an
 evenly spread set of SBML Test Suite cases, in a fresh process per run (``sbml_child.py``):
@@ -73,10 +76,40 @@ def suite_cases(count: int) -> dict[str, Path]:
 def run_model(path: Path, cache: Path, stage_timeout: float, label: str, memory_gb: float) -> dict:
     import os
 
-    os.environ["PYMC_ODESENS_CACHE_DIR"] = str(cache)
+    env = {**os.environ, "PYMC_ODESENS_CACHE_DIR": str(cache)}
     argv = [str(BENCH_DIR / "sbml_child.py"), str(path), repr(T_END), str(POINTS)]
     argv += [repr(RTOL), repr(ATOL), repr(memory_gb)]
-    return run_staged_child(argv, STAGES, stage_timeout=stage_timeout, label=label)
+    return run_staged_child(argv, STAGES, stage_timeout=stage_timeout, label=label, env=env)
+
+
+def measure_model(label: str, path: Path, stage_timeout: float, memory_gb: float) -> dict:
+    """One model (one work unit): a fresh process with an empty kernel cache (cold), then
+    one with the cache it filled (warm)."""
+    cache = Path(tempfile.mkdtemp(prefix="bench_sbml_"))
+    try:
+        progress(f"{label}: cold")
+        cold = run_model(path, cache, stage_timeout, label, memory_gb)
+        progress(f"{label}: warm")
+        warm = run_model(path, cache, stage_timeout, label, memory_gb) if "solve" in cold else {}
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"file": str(path), "cold": cold, "warm": warm}
+
+
+def measure_models(
+    models: dict[str, Path], stage_timeout: float, memory_gb: float, *, executor=None
+) -> dict[str, dict]:
+    """:func:`measure_model` of each of ``models`` (label -> SBML file), in their order:
+    here (``executor=None``) or each as a work unit of ``executor`` (a
+    ``concurrent.futures.Executor`` or ``dask.distributed.Client``)."""
+    with common.batch_executor(executor) as runner:
+        works = [
+            runner.submit(
+                measure_model, label, path, stage_timeout, memory_gb, name=f"sbml-{label}"
+            )
+            for label, path in models.items()
+        ]
+        return dict(zip(models, runner.gather(works)))
 
 
 def total(stages: dict, names: list[str]) -> float | None:
@@ -97,6 +130,7 @@ def main() -> None:
         "--memory-gb", type=float, default=6.0, help="address-space cap of each child process"
     )
     parser.add_argument("--models", nargs="*", default=None, help="PEtab model names")
+    common.add_executor_arguments(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     load_start = common.report_load("at start")
@@ -104,21 +138,9 @@ def main() -> None:
     if args.models is not None:
         models = {k: v for k, v in models.items() if k in args.models}
     models.update(suite_cases(args.cases) if args.cases else {})
-    rows, records = [], {}
-    for label, path in models.items():
-        cache = Path(tempfile.mkdtemp(prefix="bench_sbml_"))
-        try:
-            progress(f"{label}: cold")
-            cold = run_model(path, cache, args.stage_timeout, label, args.memory_gb)
-            progress(f"{label}: warm")
-            warm = (
-                run_model(path, cache, args.stage_timeout, label, args.memory_gb)
-                if "solve" in cold
-                else {}
-            )
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
-        records[label] = {"file": str(path), "cold": cold, "warm": warm}
+    rows = []
+    with common.dask_client(args.scheduler, args.dask_workers) as client:
+        records = measure_models(models, args.stage_timeout, args.memory_gb, executor=client)
     progress("libRoadRunner")
     peer = run_roadrunner(
         [str(p) for p in models.values()], t_end=T_END, points=POINTS, rtol=RTOL, atol=ATOL

@@ -5,6 +5,7 @@ Nothing here imports pymc_odesens, so the helpers can be used before (and for ti
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -29,6 +30,9 @@ __all__ = [
     "BENCH_DIR",
     "REPO_DIR",
     "RESULTS_DIR",
+    "add_executor_arguments",
+    "batch_executor",
+    "dask_client",
     "fit_power_law",
     "fmt_ms",
     "fmt_ratio",
@@ -317,7 +321,12 @@ def _forward_lines(stream, lines: queue.Queue) -> None:
 
 
 def run_staged_child(
-    argv: list[str], stages: list[str], *, stage_timeout: float, label: str = ""
+    argv: list[str],
+    stages: list[str],
+    *,
+    stage_timeout: float,
+    label: str = "",
+    env: dict[str, str] | None = None,
 ) -> dict:
     """Run ``python <argv>`` whose stdout has one JSON line ``{"stage": name, ...}`` per stage.
 
@@ -326,7 +335,8 @@ def run_staged_child(
     reported as ``{"timeout_s": stage_timeout}``, one the child dies in as
     ``{"error": <last lines of its stderr>}``; later stages are then missing. Returns
     ``{stage: fields}`` without the ``stage`` key. The child runs in the temporary directory
-    (so that the checkout's own files are not importable by accident).
+    (so that the checkout's own files are not importable by accident), with the
+    environment ``env`` (default: this process's).
     """
     # stderr goes to a file: a chatty child must not block on a full pipe
     errors = tempfile.TemporaryFile(mode="w+")
@@ -336,6 +346,7 @@ def run_staged_child(
         stderr=errors,
         text=True,
         cwd=tempfile.gettempdir(),
+        env=env,
     )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_forward_lines, args=(proc.stdout, lines), daemon=True).start()
@@ -434,3 +445,79 @@ def finish_run(
     )
     progress(f"\nresults written to {path} ({time.perf_counter() - started:.0f} s)")
     return path
+
+
+# ----------------------------------------------------------------------------- executors
+
+
+def add_executor_arguments(parser) -> None:
+    """``--scheduler ADDRESS`` and ``--dask-workers N`` (one or neither): where the batch's
+    work units run (see :func:`dask_client`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="run the batch on this Dask scheduler"
+    )
+    group.add_argument(
+        "--dask-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the batch on a Dask LocalCluster of N worker processes (1 thread each)",
+    )
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, n_workers: int | None):
+    """None (neither given: the batch runs here), a Client of the Dask scheduler at
+    ``scheduler``, or of a LocalCluster of ``n_workers`` worker processes with one thread
+    each (closed on exit)."""
+    if scheduler is None and n_workers is None:
+        yield None
+        return
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        with Client(scheduler) as client:
+            yield client
+        return
+    with (
+        LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def _path_plugin(folder: str):
+    """A Dask worker plugin that puts ``folder`` on the worker's ``sys.path``; set up on
+    every worker of the cluster, also on one that joins or is restarted later. (Its class
+    is made here, so that it is pickled by value: the workers cannot import this module.)"""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class BenchmarksOnPath(WorkerPlugin):
+        name = "pymc-odesens-benchmarks-path"
+        idempotent = True
+
+        def setup(self, worker) -> None:
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+
+    return BenchmarksOnPath()
+
+
+def batch_executor(executor):
+    """:func:`pymc_odesens.inference.work_executor` of ``executor`` for a benchmark's batch
+    (None: the units run in this process, one after the other).
+
+    The benchmark scripts are not a package a worker can import: for a Dask client, every
+    worker gets this folder on its ``sys.path`` (a worker plugin, which also reaches
+    workers that join later), so that a work unit (a function of a script and its
+    arguments: a file's path and options) runs on any worker that has the package, this
+    checkout and the files at the same paths. (A unit a worker cannot unpickle kills the
+    worker: Dask does not report it as the unit's error.)
+    """
+    from pymc_odesens.inference import work_executor
+
+    runner = work_executor(executor, n_workers=1 if executor is None else None)
+    if type(runner).__name__ == "DaskExecutor":
+        executor.register_plugin(_path_plugin(str(BENCH_DIR)))
+    return runner

@@ -10,12 +10,24 @@ runs every case of ``cases/semantic`` (or the ``--cases`` given: ids, ranges lik
 ``--case-timeout`` seconds is stopped and recorded as a timeout), prints the counts, and
 writes each case's outcome, the counts per outcome and per tag, and the wall time to
 ``--output``.
+
+On a Dask cluster instead of local processes (``pip install "pymc_odesens[distributed]"``)::
+
+    python -m tests.sbml_suite.run_suite --dask-workers 2 ...        # a LocalCluster
+    python -m tests.sbml_suite.run_suite --scheduler tcp://host:8786 ...
+
+Each case is one work unit that ships its id and the suite folder's path (the workers need
+the suite at that path and this checkout importable: ``tests.sbml_suite``); the worker
+reads and solves the case, loading the kernels from its own cache. The outcomes and errors
+are those of a local run; ``--case-timeout`` applies to local processes only (a Dask task
+cannot be stopped from outside).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -27,7 +39,10 @@ from pathlib import Path
 
 from tests.sbml_suite.suite import CaseResult, case_info, run_case, suite_directory
 
-__all__ = ["run_cases", "summarise", "main"]
+__all__ = ["dask_client", "run_cases", "summarise", "main"]
+
+DEFAULT_CASE_TIMEOUT = 600.0
+"""Seconds a case may take in a local worker process (``--case-timeout``)."""
 
 
 def _parse_cases(texts: list[str], directory: Path) -> list[str]:
@@ -74,17 +89,56 @@ class _Worker:
             self.process.join()
 
 
+def _case_unit(case: str, directory: str) -> dict:
+    """One work unit: case ``case`` of the suite folder ``directory``, run by a worker."""
+    return run_case(case, Path(directory)).as_dict()
+
+
+def _run_on_executor(cases: list[str], executor, progress: bool) -> list[CaseResult]:
+    from pymc_odesens.inference import work_executor
+
+    directory = str(suite_directory())
+    with work_executor(executor) as runner:
+        works = [runner.submit(_case_unit, c, directory, name=f"sbml-case-{c}") for c in cases]
+        results = [CaseResult(**r) for r in runner.gather(works)]
+    if progress:
+        for result in results:
+            _report(result)
+    return results
+
+
 def run_cases(
     cases: list[str],
     workers: int = 2,
     progress: bool = False,
     case_timeout: float | None = None,
+    executor=None,
 ) -> list[CaseResult]:
-    """Run ``cases`` in ``workers`` processes (spawned; they share the kernel cache).
+    """Run ``cases`` in ``workers`` processes (spawned; they share the kernel cache), or as
+    work units of ``executor``.
 
     A case that takes longer than ``case_timeout`` seconds has its worker stopped (and
     replaced) and is recorded with the outcome ``"timeout"``.
+
+    Parameters
+    ----------
+    executor : None, concurrent.futures.Executor or dask.distributed.Client
+        Not None: each case is one work unit (its id and the suite folder's path) of
+        :func:`pymc_odesens.inference.work_executor`, and ``workers`` is not used; the
+        results are those of a local run (outcome, message, ``worst``), in ``cases``' order.
+
+    Raises
+    ------
+    ValueError
+        ``case_timeout`` with an ``executor`` (a unit of an executor cannot be stopped).
     """
+    if executor is not None:
+        if case_timeout is not None:
+            raise ValueError(
+                f"case_timeout: expected None with an executor (got {case_timeout!r}): "
+                "a work unit of an executor cannot be stopped from outside"
+            )
+        return _run_on_executor(cases, executor, progress)
     if workers <= 1 and case_timeout is None:
         results = []
         for case in cases:
@@ -157,20 +211,67 @@ def summarise(results: list[CaseResult], directory: Path) -> dict:
     }
 
 
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, n_workers: int | None):
+    """None (neither given), a Client of the Dask scheduler at ``scheduler``, or of a
+    LocalCluster of ``n_workers`` worker processes with one thread each (closed on exit)."""
+    if scheduler is None and n_workers is None:
+        yield None
+        return
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        with Client(scheduler) as client:
+            yield client
+        return
+    with (
+        LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", nargs="*", default=[], help="ids, ranges a-b, or 'sample'")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="local processes (2)")
+    cluster = parser.add_mutually_exclusive_group()
+    cluster.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="run on this Dask scheduler"
+    )
+    cluster.add_argument(
+        "--dask-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run on a Dask LocalCluster of N worker processes (1 thread each)",
+    )
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--quiet", action="store_true")
-    parser.add_argument("--case-timeout", type=float, default=600.0, help="seconds per case (600)")
+    parser.add_argument(
+        "--case-timeout",
+        type=float,
+        default=None,
+        help=f"seconds per case in local processes ({DEFAULT_CASE_TIMEOUT:.0f})",
+    )
     args = parser.parse_args(argv)
+    on_dask = args.scheduler is not None or args.dask_workers is not None
+    if on_dask and args.case_timeout is not None:
+        parser.error("--case-timeout: applies to local processes only, not with a Dask cluster")
+    if not on_dask and args.case_timeout is None:
+        args.case_timeout = DEFAULT_CASE_TIMEOUT
     directory = suite_directory()
     cases = _parse_cases(args.cases, directory)
     started = time.perf_counter()
-    results = run_cases(
-        cases, args.workers, progress=not args.quiet, case_timeout=args.case_timeout
-    )
+    with dask_client(args.scheduler, args.dask_workers) as client:
+        workers = args.workers if client is None else sum(client.nthreads().values())
+        results = run_cases(
+            cases,
+            args.workers,
+            progress=not args.quiet,
+            case_timeout=args.case_timeout,
+            executor=client,
+        )
     wall = time.perf_counter() - started
     summary = summarise(results, directory)
     print(
@@ -184,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             "cases": len(results),
             "wall_seconds": round(wall, 1),
             "case_seconds_total": round(sum(r.seconds for r in results), 1),
-            "workers": args.workers,
+            "workers": workers,
+            "executor": "local processes" if not on_dask else (args.scheduler or "LocalCluster"),
             "load_average": os.getloadavg(),
             "machine": platform.platform(),
             **summary,
