@@ -174,7 +174,10 @@ class TemperedTarget:
         A failed ODE solve gives ``log_likelihood = -inf`` and a zero gradient (the model's
         failure potential); nothing is raised.
         """
-        prior, likelihood, grad_prior, grad_likelihood = self._function(np.asarray(x, dtype=float))
+        # a copy of our own: a batch received from the network (Dask) may hold unaligned or
+        # read-only rows, which a PyTensor function refuses ("not aligned")
+        x = np.array(x, dtype=np.float64, copy=True)
+        prior, likelihood, grad_prior, grad_likelihood = self._function(x)
         return Evaluation(
             float(prior),
             float(likelihood),
