@@ -76,8 +76,8 @@ class ToleranceChoice:
     failures : dict of float to str
         The error of a tighter solve that failed, by its relative tolerance.
     checked : bool
-        False when nothing was compared (no nominal values, a gradient that is zero or not
-        finite at them, or ``gradient_check=False``).
+        False when nothing was compared (no nominal values, a gradient that is zero, not
+        finite or fails at them, or ``gradient_check=False``).
     """
 
     relative_tolerance: float
@@ -135,13 +135,19 @@ def choose_tolerances(
     ------
     GradientConvergenceError
         No two successive gradients agree down to :data:`SMALLEST_RELATIVE_TOLERANCE`.
-    OdeSolverError, FloatingPointError
-        The gradient at the problem's own tolerances fails (the user's error).
+
+    A gradient at the problem's own tolerances that fails (a solver error) leaves them
+    unchecked (``checked=False``, the error in ``failures``): the user's own call meets it.
     """
     given_rtol = np.asarray(relative_tolerance, dtype=float)
     given_atol = np.asarray(absolute_tolerance, dtype=float)
     rtol, atol = relative_tolerance, absolute_tolerance
-    current = np.asarray(gradient(rtol, atol), dtype=float)
+    try:
+        current = np.asarray(gradient(rtol, atol), dtype=float)
+    except (OdeSolverError, FloatingPointError, ArithmeticError) as error:
+        # nothing to check at: the user's own gradient call raises this error itself
+        failure = f"{type(error).__name__}: {error}".split("\n")[0]
+        return ToleranceChoice(rtol, atol, failures={_tolerance(rtol): failure}, checked=False)
     if not np.all(np.isfinite(current)) or not np.any(current):
         return ToleranceChoice(rtol, atol, checked=False)
     differences: dict[float, float] = {}

@@ -304,6 +304,14 @@ def test_a_failed_tighter_solve_keeps_the_tolerances_or_names_the_unsettled_grad
         choose_tolerances("p", 1e-8, 1e-8, gradient)
 
 
+def test_a_gradient_that_fails_at_the_given_tolerances_is_not_checked():
+    failure = StepSizeTooSmallError("bdf: step size underflow at t = 1")
+    gradient, asked = converging({1e-8: failure})
+    choice = choose_tolerances("p", 1e-8, 1e-16, gradient)
+    assert not choice.checked and choice.relative_tolerance == 1e-8
+    assert "StepSizeTooSmallError" in choice.failures[1e-8] and len(asked) == 1
+
+
 def test_a_zero_or_non_finite_gradient_is_not_checked():
     for value in (np.zeros(2), np.array([np.nan, 1.0])):
         choice = choose_tolerances("p", 1e-8, 1e-16, lambda r, a, v=value: v)
