@@ -29,6 +29,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from pymc_odesens.ops.experiments import set_experiment_threads
 from pymc_odesens.solvers.errors import OdeSolverError
 
 __all__ = [
@@ -147,6 +148,7 @@ def _resident(source: LikelihoodSource) -> tuple[_Resident, float]:
     with _RESIDENT_LOCK:
         entry = _RESIDENT.get(source.key)
         if entry is None:
+            _threads_of_this_worker()
             entry = _RESIDENT[source.key] = _Resident(source.build())
     return entry, time.perf_counter() - began
 
@@ -165,6 +167,19 @@ def _part(entry: _Resident, shared: PartitionedSource, chunk: int, gradient: boo
             function = entry.parts[key] = entry.problem.part(experiments, gradient)
             return function, True
     return function, False
+
+
+def _threads_of_this_worker() -> None:
+    """In a Dask worker, solve a chunk's experiments in as many threads as the worker has
+    (not ``os.cpu_count()``: workers that share a node would oversubscribe its cores)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not in a Dask worker
+        return
+    set_experiment_threads(max(1, int(worker.state.nthreads)))
 
 
 def _worker_name() -> str:

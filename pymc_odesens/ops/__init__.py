@@ -27,6 +27,7 @@ from pymc_odesens.ops import (
 )
 from pymc_odesens.ops.concurrent_calls import ConcurrentCallError
 from pymc_odesens.ops.distributed_likelihood_op import DistributedLogLikelihoodOp
+from pymc_odesens.ops.experiments import experiment_threads, set_experiment_threads
 from pymc_odesens.ops.failures import (
     OdeSolverFailureWarning,
     failure_counts,
@@ -107,6 +108,8 @@ __all__ = [
     "SteadyStateVJPOp",
     "DistributedLogLikelihoodOp",
     "register_cacheable",
+    "experiment_threads",
+    "set_experiment_threads",
     "PerThreadFunction",
     "ConcurrentCallError",
     "marginal_normal",

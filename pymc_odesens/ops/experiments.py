@@ -44,10 +44,62 @@ __all__ = [
     "adjoint_vjp",
     "solve_discrete_adjoint_forward",
     "discrete_adjoint_vjp",
+    "experiment_threads",
+    "set_experiment_threads",
 ]
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
+_threads: int | None = None  # set_experiment_threads' value; None: the default
+THREADS_VARIABLE = "PYMC_ODESENS_EXPERIMENT_THREADS"
+
+
+def experiment_threads() -> int:
+    """How many threads solve the experiments of one batch in this process.
+
+    The value given to :func:`set_experiment_threads`, else the environment variable
+    ``PYMC_ODESENS_EXPERIMENT_THREADS``, else ``os.cpu_count()``.
+    """
+    if _threads is not None:
+        return _threads
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(
+                f"${THREADS_VARIABLE}: expected a positive integer (threads that solve a "
+                f"batch's experiments), got {text!r}"
+            )
+        return value
+    return max(1, os.cpu_count() or 1)
+
+
+def set_experiment_threads(threads: int | None) -> None:
+    """Set how many threads solve the experiments of one batch in this process.
+
+    Parameters
+    ----------
+    threads : int or None
+        A positive number of threads; None restores the default
+        (``$PYMC_ODESENS_EXPERIMENT_THREADS``, else ``os.cpu_count()``). Several processes
+        on one machine (Dask workers, chains in processes) each use this many: a Dask
+        worker that holds a distributed log-likelihood's experiments sets it to its own
+        thread count, so that workers sharing a node do not oversubscribe its cores.
+        Batches already running finish on the pool they started with.
+    """
+    global _executor, _threads
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(f"threads: expected a positive integer or None, got {threads!r}")
+    with _executor_lock:
+        _threads = threads
+        old, _executor = _executor, None
+    if old is not None:
+        old.shutdown(wait=False)
 
 
 def _map(function, count: int) -> list:
@@ -57,12 +109,12 @@ def _map(function, count: int) -> list:
     (their experiments share the pool's workers; each result lands in its own slot).
     """
     global _executor
-    if count == 1:
-        return [function(0)]
+    if count == 1 or experiment_threads() == 1:
+        return [function(i) for i in range(count)]
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(
-                max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="pymc_odesens"
+                max_workers=experiment_threads(), thread_name_prefix="pymc_odesens"
             )
         executor = _executor
     return list(executor.map(function, range(count)))

@@ -25,6 +25,7 @@ from pymc_odesens.inference import (
     DistributedLogLikelihood,
     WorkerLostError,
 )
+from pymc_odesens.ops.experiments import experiment_threads
 from pymc_odesens.solvers.errors import MaxNumStepsError
 from tests.inference.likelihood_sources import (
     OdeBatchSource,
@@ -109,6 +110,9 @@ def test_a_decay_batch_from_ode_solution_on_dask(dask_client):
     value, gradient = chunked.value_and_gradient(x)
     assert value == pytest.approx(whole[0], rel=1e-13)
     np.testing.assert_allclose(gradient, whole[1], rtol=1e-12)
+    # each worker solves its chunk's experiments in its own threads (1 here), not in one
+    # thread per core of the node: workers sharing a node must not oversubscribe it
+    assert set(dask_client.run(experiment_threads).values()) == {1}
 
 
 def test_a_worker_killed_during_an_evaluation(dask_client, source, tmp_path):
