@@ -46,8 +46,11 @@ __all__ = ["ConvergedSampling", "SAMPLERS", "sample_until_converged"]
 
 SAMPLERS = ("nutpie", "pymc")
 
-# seconds between two looks at nutpie's growing trace
-_POLL_SECONDS = 0.5
+# looks at nutpie's growing trace: each copies the whole trace in this (the Python) thread,
+# which then takes CPU from the chains; so at most one look per _LOOK_EVERY seconds, and
+# at least _LOOK_COST_RATIO times as long between two looks as a look takes
+_LOOK_EVERY = (2.0, 30.0)
+_LOOK_COST_RATIO = 50.0
 
 
 @dataclass
@@ -280,6 +283,22 @@ def _posterior_draws(posterior: xr.Dataset) -> int:
     return min(counts)
 
 
+def _next_pause(have, next_check, looked, cost, last, deadline) -> float:
+    """Seconds until the next look at nutpie's trace: when the chains should have
+    ``next_check`` draws at the rate since the last look (or the deadline, if sooner),
+    within ``_LOOK_EVERY`` and at least ``_LOOK_COST_RATIO`` times the look's cost."""
+    low, high = _LOOK_EVERY
+    wait = high
+    if last is not None and have > last[1] and looked > last[0]:
+        rate = (have - last[1]) / (looked - last[0])
+        wait = max(next_check - have, 1) / rate
+    elif have == 0:
+        wait = 4 * low  # still tuning
+    if deadline is not None:
+        wait = min(wait, max(deadline - time.monotonic(), 0.0))
+    return min(max(wait, low, _LOOK_COST_RATIO * cost), high)
+
+
 def _finished(sampler) -> bool:
     """Whether nutpie's background sampler has finished (it raises ``TimeoutError`` when
     it cannot tell at once, i.e. while its chains run)."""
@@ -334,15 +353,19 @@ def _nutpie_until_converged(
     next_check = draws
     checks, met, stopped_by, upto = None, False, "max_draws", 0
     trace = None
+    pause, last = _LOOK_EVERY[0], None
     try:
         while True:
             finished = _finished(sampler)
             if not finished:
-                time.sleep(_POLL_SECONDS)
+                time.sleep(pause)
+            looked = time.monotonic()
             with warnings.catch_warnings():  # arviz: "more chains than draws" early on
                 warnings.simplefilter("ignore", UserWarning)
                 trace = sampler.inspect()
             have = _posterior_draws(trace.posterior)
+            pause = _next_pause(have, next_check, looked, time.monotonic() - looked, last, deadline)
+            last = (looked, have)
             late = deadline is not None and time.monotonic() > deadline and have >= 1
             if have >= next_check:
                 upto = next_check
