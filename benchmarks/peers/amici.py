@@ -18,6 +18,7 @@ __all__ = ["SKIP_MESSAGE", "amici_python", "run_amici", "run_amici_petab"]
 
 RUNNER = Path(__file__).resolve().parent / "amici_runner.py"
 PETAB_RUNNER = Path(__file__).resolve().parent / "amici_petab_runner.py"
+PYPESTO_SAMPLING_RUNNER = Path(__file__).resolve().parent / "pypesto_sampling_runner.py"
 DEFAULT_PYTHON = Path("/work/amici_env/bin/python")
 SKIP_MESSAGE = (
     "AMICI not installed, skipped (pip install amici swig antimony into a separate venv "
@@ -157,6 +158,49 @@ def run_amici_petab(
         cmd += ["--max-steps", str(int(max_steps))]
     if rebuild:
         cmd.append("--rebuild")
+    return _run(python, cmd, Path(yaml).stem, timeout)
+
+
+def run_pypesto_sampling(
+    yaml: str | Path,
+    out: str | Path,
+    *,
+    n_starts: int = 10,
+    samplers=("am", "apt"),
+    n_samples: int = 100_000,
+    rtol: float = 1e-8,
+    atol: float = 1e-16,
+    seed: int = 1,
+    timeout: float = 7200.0,
+) -> dict | None:
+    """Sample a PEtab problem with pyPESTO (``pypesto_sampling_runner.py``); its JSON, or None.
+
+    The chains at inverse temperature 1 are written to ``out/<sampler>.npy``.
+    """
+    python = amici_python()
+    if python is None:
+        print(SKIP_MESSAGE, flush=True)
+        return None
+    cmd = [
+        str(python),
+        str(PYPESTO_SAMPLING_RUNNER),
+        "--yaml",
+        str(yaml),
+        "--out",
+        str(out),
+        "--n-starts",
+        str(n_starts),
+        "--samplers",
+        ",".join(samplers),
+        "--n-samples",
+        str(n_samples),
+        "--rtol",
+        repr(rtol),
+        "--atol",
+        repr(atol),
+        "--seed",
+        str(seed),
+    ]
     return _run(python, cmd, Path(yaml).stem, timeout)
 
 

@@ -47,6 +47,7 @@ import sympy as sp
 
 from pymc_odesens.codegen.kernel_source import header
 from pymc_odesens.codegen.printer import KernelPrinter
+from pymc_odesens.codegen.time_offsets import exact_time_offsets
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import internal_symbols
 
@@ -90,7 +91,8 @@ class _Writer:
         self._blocks += 1
         prefix = f"c{self._blocks}_"
         replacements, reduced = sp.cse(
-            [sp.sympify(e) for e in expressions], symbols=internal_symbols(prefix)
+            exact_time_offsets([sp.sympify(e) for e in expressions]),
+            symbols=internal_symbols(prefix),
         )
         pad = "    " * indent
         self.lines += [f"{pad}{symbol} = {self.printer.doprint(v)}" for symbol, v in replacements]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import sympy as sp
 
 from pymc_odesens.codegen.printer import KernelPrinter
+from pymc_odesens.codegen.time_offsets import exact_time_offsets
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import internal_symbols
 
@@ -27,7 +28,7 @@ __all__ = [
     "sparse_product_source",
 ]
 
-CODEGEN_VERSION = "9"
+CODEGEN_VERSION = "10"
 """Bump when generated code changes in a way that must invalidate disk caches."""
 
 HEADER = '''\
@@ -91,7 +92,9 @@ def kernel_function_source(
     nonzero = [(i, e) for i, e in zip(positions, expressions) if not _is_zero(e)]
     written = {i for i, _ in nonzero}
     zero_rows = [i for i in range(size) if i not in written]
-    replacements, reduced = sp.cse([e for _, e in nonzero], symbols=internal_symbols("cse"))
+    replacements, reduced = sp.cse(
+        exact_time_offsets([e for _, e in nonzero]), symbols=internal_symbols("cse")
+    )
     body = [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
     if len(zero_rows) >= FILL_LOOP_MINIMUM and 2 * len(zero_rows) >= size:
         body = [f"    for index in range({size}):", "        out[index] = 0.0", *body]
@@ -123,7 +126,9 @@ def sparse_product_source(
     number of entries.
     """
     lines = ["", "", f"def {name}({arguments}):", *(f"    {line}" for line in preamble)]
-    replacements, reduced = sp.cse([e for _, e in entries], symbols=internal_symbols("cse"))
+    replacements, reduced = sp.cse(
+        exact_time_offsets([e for _, e in entries]), symbols=internal_symbols("cse")
+    )
     lines += [f"    {symbol} = {printer.doprint(value)}" for symbol, value in replacements]
     rows: dict[int, list[str]] = {}
     for m, ((r, c), value) in enumerate(zip([k for k, _ in entries], reduced)):

@@ -103,6 +103,11 @@ class KernelPrinter(PythonCodePrinter):
     def _print_Abs(self, expr: sp.Abs) -> str:
         return f"abs({self._print(expr.args[0])})"
 
+    def _print_TimeSince(self, expr) -> str:
+        """``t - tau`` as one subtraction (:mod:`pymc_odesens.codegen.time_offsets`)."""
+        t, tau = expr.args
+        return f"({self._print(t)} - {self._print(tau)})"
+
     def _print_BooleanTrue(self, expr) -> str:
         return "True"
 

@@ -20,6 +20,7 @@ import sympy as sp
 
 from pymc_odesens.codegen.kernel_source import header
 from pymc_odesens.codegen.printer import KernelPrinter
+from pymc_odesens.codegen.time_offsets import exact_time_offsets
 from pymc_odesens.model import OdeSystem
 from pymc_odesens.model.internal_symbols import internal_symbols
 
@@ -56,7 +57,7 @@ def sensitivity_module_source(system: OdeSystem, wrt: str) -> str:
         + [canon(system.J_y_nonzeros[key]) for key in jy_nz]
         + [canon(system.J_p_nonzeros[key]) for key in jp_nz]
     )
-    replacements, reduced = sp.cse(expressions, symbols=internal_symbols("cse"))
+    replacements, reduced = sp.cse(exact_time_offsets(expressions), symbols=internal_symbols("cse"))
     printer = KernelPrinter()
     lines = [
         header(system),

@@ -59,14 +59,6 @@ def problem_yaml(name: str):
 # simulation moves the log-likelihood by about 1e-3. The reference here is AMICI's converged
 # value.
 
-# the solver options a problem is compared at where AMICI's defaults (rtol 1e-8, atol
-# 1e-16) do not serve. Chen at atol 1e-16: just after its switch-on at t = 1799.99, species
-# grow from zero with second derivatives of 3.8e9 and the input's sine is evaluated as
-# sin(pi (50 t - 89999.5)), whose argument rounds to 0.64 ulp of t; the first steps would
-# have to be shorter than an ulp of t (bdf's step-size underflow; libRoadRunner's CVODE
-# then steps with t + h == t and crawls). AMICI's own benchmark tests use 1e-8 for both.
-OPTIONS = {"Chen_MSB2009": {"relative_tolerance": 1e-8, "absolute_tolerance": 1e-8}}
-
 
 def problem_params(names=REFERENCE_LLH):
     """``pytest.param`` per problem, the ones not in QUICK marked slow."""

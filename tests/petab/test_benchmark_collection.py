@@ -14,7 +14,6 @@ import pytest
 
 from pymc_odesens.petab import PetabProblem
 from tests.petab.benchmark_collection import (
-    OPTIONS,
     REFERENCE_LLH,
     problem_params,
     problem_yaml,
@@ -34,7 +33,7 @@ KEYS = ["observableId", "simulationConditionId", "preequilibrationConditionId", 
 
 @cache
 def load(name: str) -> PetabProblem:
-    return PetabProblem.from_yaml(problem_yaml(name), **OPTIONS.get(name, {}))
+    return PetabProblem.from_yaml(problem_yaml(name))  # every problem at the defaults
 
 
 @pytest.mark.parametrize("name", problem_params())

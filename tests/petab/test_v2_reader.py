@@ -18,7 +18,6 @@ import pytest
 from pymc_odesens.petab import PetabError, PetabProblem, PetabUnsupportedError
 from pymc_odesens.petab.problem_files import problem_file
 from tests.conftest import PETAB_DIR
-from tests.petab.benchmark_collection import OPTIONS
 from tests.petab.test_model import value_point
 from tests.petab.turnover_v2 import (
     TURNOVER_V2_PARAMETERS,
@@ -121,7 +120,7 @@ def test_the_model_has_the_v2_priors(v2_problem):
 
 
 # --- v1 = v2 on the shared benchmark problems ------------------------------------------
-# every shared problem (Chen with its options); one that the v1 importer refuses or cannot
+# every shared problem at the default options; one that the v1 importer refuses or cannot
 # evaluate is compared by its error: the same in both forms
 SHARED = (
     "Boehm_JProteomeRes2014",
@@ -167,15 +166,14 @@ def _shifted(problem: PetabProblem) -> np.ndarray:
 )
 def test_the_v2_form_gives_the_v1_log_likelihood_and_gradient(name, tmp_path):
     v1_yaml, v2_yaml = _v1_and_v2_yaml(name, tmp_path)
-    options = OPTIONS.get(name, {})
     try:
-        v1 = PetabProblem.from_yaml(v1_yaml, **options)
+        v1 = PetabProblem.from_yaml(v1_yaml)
     except Exception as error:  # refused: the v2 form is refused alike
         with pytest.raises(type(error)) as raised:
-            PetabProblem.from_yaml(v2_yaml, **options)
+            PetabProblem.from_yaml(v2_yaml)
         assert str(raised.value).startswith(str(error)[:60])
         return
-    v2 = PetabProblem.from_yaml(v2_yaml, **options)
+    v2 = PetabProblem.from_yaml(v2_yaml)
     x1 = _shifted(v1)
     x2 = same_linear_values(x1, v1.parameters.scales, v2.parameters.scales)
     try:

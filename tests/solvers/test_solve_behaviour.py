@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
+import sympy as sp
 
 from pymc_odesens import OdeSystem, solve
 from pymc_odesens.solvers.controls import resolve_controls
@@ -111,6 +114,40 @@ def test_steps_of_a_few_ulps_of_t(method):
     tau = times - t0
     np.testing.assert_allclose(result["x"], a * tau**2 / 2, rtol=1e-7)
     np.testing.assert_allclose(result["r"], reservoir - a * tau**2 / 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["bdf", "adams"])
+def test_a_ramp_whose_input_is_noisy_at_one_ulp_of_t(method):
+    """Chen_MSB2009's inputs ramp up as ``sin(50 pi (t - 1799.99))`` after their switch-on
+    at t0 = 1799.99, and sympy makes the expression ``sin(pi (50 t - 179999/2))`` (it
+    distributes the 50). Evaluated so, ``50 t`` rounds to an ulp of 90000: the input was
+    noise at the scale of one ulp of ``t`` (2.3e-13), and at an absolute tolerance of 1e-16
+    the first steps failed the error test at every step size down to below an ulp
+    (step-size underflow at h = 4.6e-14, also at 1e-14). The kernels compute it as
+    ``50 (t - 1799.99)`` (codegen/time_offsets.py): the solution matches the closed form."""
+    t, x, r, a = sp.Symbol("t", real=True), sp.Symbol("x"), sp.Symbol("r"), sp.Symbol("a")
+    ramp = a * sp.sin(sp.pi * (50 * t - sp.Rational(179999, 2)))
+    system = OdeSystem.from_expressions([ramp, -ramp], t, [x, r], [a], name="ulp_ramp")
+    amplitude, reservoir, t0 = 2.4e7, 1.2e9, 1799.99
+    times = t0 + np.array([1e-4, 1e-3, 1e-2])
+    result = solve(
+        system,
+        [0.0, reservoir],
+        times,
+        [amplitude],
+        t0=t0,
+        method=method,
+        relative_tolerance=1e-8,
+        absolute_tolerance=1e-16,
+    )
+    # the closed form in exact arithmetic from the switch-on 1799.99 (t0 is its double)
+    since = np.array([float(Fraction(u) - Fraction(179999, 100)) for u in times])
+    start = float(Fraction(t0) - Fraction(179999, 100))
+    omega = 50 * np.pi
+    exact = amplitude / omega * (np.cos(omega * start) - np.cos(omega * since))
+    np.testing.assert_allclose(result["x"], exact, rtol=1e-7)
+    # the reservoir loses what x gains (to its own rounding, an ulp of 1.2e9 is 2.4e-7)
+    np.testing.assert_allclose(result["r"] - reservoir, -exact, rtol=1e-7, atol=1e-6)
 
 
 @pytest.mark.parametrize("method", ALL)
