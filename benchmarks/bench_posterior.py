@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -110,21 +111,23 @@ def run_one(name: str, variant: str, args) -> dict:
     CHECKPOINTS.mkdir(parents=True, exist_ok=True)
     log = CHECKPOINTS / f"{name}_{variant}.log"  # the child's phases (stderr)
     began = time.perf_counter()
-    try:
-        with log.open("w") as stderr:
-            done = subprocess.run(
-                argv,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                timeout=args.time_limit + args.grace,
-                env=env,
-            )
-    except subprocess.TimeoutExpired:
+    with log.open("w") as stderr:
+        # its own process group: a kill also ends the multistart's worker processes
+        child_process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, start_new_session=True
+        )
+        try:
+            stdout, _ = child_process.communicate(timeout=args.time_limit + args.grace)
+            killed = False
+        except subprocess.TimeoutExpired:
+            os.killpg(child_process.pid, signal.SIGKILL)
+            child_process.communicate()
+            killed = True
+    if killed:
         result = {"problem": name, "variant": variant, "status": "killed"}
     else:
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode == 0 and lines:
+        lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+        if child_process.returncode == 0 and lines:
             result = json.loads(lines[-1][len("RESULT ") :])
         else:
             result = {"problem": name, "variant": variant, "status": "failed"}
