@@ -14,8 +14,9 @@ every problem, so a stopped run keeps what it measured::
 values of the collection's README tables (``| name | llh | ...``). Columns: ``llh`` at the
 nominal parameters, ``diff`` to the reference, ``read`` (``PetabProblem.from_yaml``),
 ``first`` (the first llh + gradient: kernels generated and compiled, the route measured),
-``warm`` (median of ``--repeats`` later calls), ``route``, and ``|grad|`` (its largest entry;
-non-finite values are flagged).
+``warm`` (median of ``--repeats`` later calls), ``route``, ``grad rtol`` (the relative
+tolerance of gradients after ``gradient_check``: the problem's own unless it tightened them),
+and ``|grad|`` (its largest entry; non-finite values are flagged).
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ out["parameters"] = len(grad)
 out["route"] = problem.gradient_route
 # the seconds per route that sensitivity="auto" measured (only the first when it was quick)
 out["route_seconds"] = dict(problem.route_choice.seconds)
+# the gradients' tolerances after gradient_check, and the differences it measured
+choice = problem.tolerance_choice
+out["gradient_rtol"] = float(choice.relative_tolerance)
+out["tolerance_differences"] = {f"{r:g}": d for r, d in choice.differences.items()}
+out["tolerance_failures"] = {f"{r:g}": f for r, f in choice.failures.items()}
 out["process_s"] = time.perf_counter() - started
 print("RESULT " + json.dumps(out))
 """
@@ -117,7 +123,7 @@ def report(results: dict, references: dict[str, float]) -> None:
     rows = []
     for name, r in results.items():
         if "error" in r:
-            rows.append([name, "-", "-", "-", "-", "-", "-", r["error"][:160]])
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", r["error"][:160]])
             continue
         ref = references.get(name)
         diff = f"{r['llh'] - ref:+.2e}" if ref is not None else "no reference"
@@ -131,11 +137,22 @@ def report(results: dict, references: dict[str, float]) -> None:
                 f"{r['first_s']:.1f}",
                 f"{r['warm_s'] * 1e3:.1f}",
                 r["route"],
+                f"{r['gradient_rtol']:g}" if "gradient_rtol" in r else "-",
                 grad,
             ]
         )
     print_table(
-        ["problem", "llh", "diff", "read s", "first s", "warm ms", "route", "|grad| max"],
+        [
+            "problem",
+            "llh",
+            "diff",
+            "read s",
+            "first s",
+            "warm ms",
+            "route",
+            "grad rtol",
+            "|grad| max",
+        ],
         rows,
         title="\nPEtab problems with default options at their nominal values",
     )
@@ -172,7 +189,8 @@ def main() -> None:
             f"    {r['error']}"
             if "error" in r
             else f"    llh {r['llh']:.6f}, first {r['first_s']:.1f} s, warm "
-            f"{r['warm_s'] * 1e3:.1f} ms, route {r['route']}"
+            f"{r['warm_s'] * 1e3:.1f} ms, route {r['route']}, gradient rtol "
+            f"{r.get('gradient_rtol', float('nan')):g}"
         )
         record["problems"] = results
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,13 @@ from pymc_odesens.petab.likelihood_source import PetabLikelihoodSource
 from pymc_odesens.petab.posterior import sample_posterior
 from pymc_odesens.petab.problem import PetabProblem
 from pymc_odesens.petab.solver_options import SolverOptions
+from pymc_odesens.petab.tolerance_choice import GradientConvergenceError
 
 __all__ = [
     "PetabProblem",
     "PetabError",
     "PetabUnsupportedError",
+    "GradientConvergenceError",
     "SolverOptions",
     "PetabLikelihoodSource",
     "sample_posterior",

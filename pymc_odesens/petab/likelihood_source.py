@@ -103,10 +103,9 @@ class PetabLikelihoodSource:
                 "(the workers read it); read the problem with PetabProblem.from_yaml"
             )
         yaml_path = Path(problem.yaml_path)
-        options = problem.options
-        if options.sensitivity == "auto":
-            # the route measured here: every worker takes the same one (and none measures)
-            options = options.updated(sensitivity=problem.gradient_route)
+        # the route and gradient tolerances measured here: every worker takes the same ones
+        # (and none measures)
+        options = problem.gradient_options()
         fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
         files = tuple(
             (p.relative_to(yaml_path.parent).as_posix(), _digest(p))

@@ -51,6 +51,7 @@ from pymc_odesens.petab.sbml_document import simulated_sbml
 from pymc_odesens.petab.simulation_system import SimulationSystem
 from pymc_odesens.petab.solver_options import SolverOptions
 from pymc_odesens.petab.start_values import start_values
+from pymc_odesens.petab.tolerance_choice import ToleranceChoice, choose_tolerances
 from pymc_odesens.petab.validation import check_tables
 from pymc_odesens.petab.wide_elemwise import SPLIT_POSITION, split_wide_sums
 
@@ -196,6 +197,8 @@ class PetabProblem:
         self._functions: dict[tuple, PerThreadFunction] = {}
         # the gradient route measured for sensitivity="auto", per options
         self._route_choices: dict[SolverOptions, RouteChoice] = {}
+        # the tolerances of gradients checked by gradient_check, per options
+        self._tolerance_choices: dict[SolverOptions, ToleranceChoice] = {}
         self._likelihood_kernel: LikelihoodKernel | None = None
         self._observation_analysis = None
         self._marginal_model: pm.Model | None = None
@@ -342,6 +345,70 @@ class PetabProblem:
                     self._route_choices[options] = choice
         return choice.route
 
+    @property
+    def tolerance_choice(self) -> ToleranceChoice:
+        """The tolerances gradients are computed with, and the gradient differences the
+        check measured (``gradient_check``, on the first gradient;
+        :mod:`pymc_odesens.petab.tolerance_choice`)."""
+        options = self.options
+        if not options.gradient_check:
+            return ToleranceChoice(
+                options.relative_tolerance, options.absolute_tolerance, checked=False
+            )
+        self.gradient_options(options)
+        return self._tolerance_choices[options]
+
+    def gradient_options(self, options: SolverOptions | None = None) -> SolverOptions:
+        """The options gradients are computed with: ``sensitivity="auto"`` resolved to the
+        measured route (:attr:`gradient_route`) and, with ``gradient_check``, the tolerances
+        checked at the nominal parameters (:attr:`tolerance_choice`; measured once per
+        options). What the PyMC model, :meth:`model_factory` and distributed
+        log-likelihoods simulate with.
+
+        Raises
+        ------
+        GradientConvergenceError
+            The gradient does not settle as the tolerances are tightened (named problem,
+            tolerances and differences).
+        """
+        options = self.options if options is None else options
+        route = self.route_for(options)
+        resolved = options.updated(sensitivity=route, gradient_check=False)
+        if not options.gradient_check:
+            return resolved
+        choice = self._tolerance_choices.get(options)
+        if choice is None:
+            with self._build_lock:
+                choice = self._tolerance_choices.get(options)
+                if choice is None:
+                    choice = self._check_tolerances(resolved)
+                    self._tolerance_choices[options] = choice
+        return resolved.updated(
+            relative_tolerance=choice.relative_tolerance,
+            absolute_tolerance=choice.absolute_tolerance,
+        )
+
+    def _check_tolerances(self, options: SolverOptions) -> ToleranceChoice:
+        try:
+            x = self.parameters.check(None)
+        except PetabError:  # no nominal values to check at
+            return ToleranceChoice(
+                options.relative_tolerance, options.absolute_tolerance, checked=False
+            )
+
+        def gradient(relative_tolerance, absolute_tolerance):
+            function = self._function(
+                "gradient",
+                options.updated(
+                    relative_tolerance=relative_tolerance, absolute_tolerance=absolute_tolerance
+                ),
+            )
+            return function(x)[1]
+
+        return choose_tolerances(
+            self.name, options.relative_tolerance, options.absolute_tolerance, gradient
+        )
+
     def _measure_routes(self, options: SolverOptions) -> RouteChoice:
         first = options.route(self.sensitivity_columns)
         candidates = candidate_routes(options.method, self.sensitivity_columns, first)
@@ -354,7 +421,7 @@ class PetabProblem:
         budget = max(1, int(options.max_num_steps * STEP_BUDGET_FRACTION))
 
         def gradient_function(route: str, full_budget: bool):
-            changes = {"sensitivity": route}
+            changes = {"sensitivity": route, "gradient_check": False}
             if not full_budget:
                 changes["max_num_steps"] = min(options.max_num_steps, budget)
             function = self._function("gradient", options.updated(**changes))
@@ -397,7 +464,10 @@ class PetabProblem:
             with self._build_lock:
                 function = self._functions.get(key)
                 if function is None:
-                    if kind == "gradient" and options.sensitivity == "auto":
+                    if kind == "gradient" and options.gradient_check:
+                        # the checked tolerances' own function (compiled while checking)
+                        function = self._function(kind, self.gradient_options(options))
+                    elif kind == "gradient" and options.sensitivity == "auto":
                         # the measured route's own function (compiled while measuring)
                         route = self.route_for(options)
                         function = self._function(kind, options.updated(sensitivity=route))
@@ -484,7 +554,8 @@ class PetabProblem:
         experiments : sequence of int
             Indices into :attr:`experiments`, increasing.
         gradient : bool
-            Also return the gradient (by :attr:`gradient_route`).
+            Also return the gradient (by :attr:`gradient_route`, with the tolerances of
+            :meth:`gradient_options`).
 
         Returns
         -------
@@ -492,7 +563,9 @@ class PetabProblem:
             ``f(x)``: the log-likelihood, or ``[value, gradient]`` with ``gradient``.
         """
         graph = self.graph.restricted(experiments)
-        return PerThreadFunction(self._compile("gradient" if gradient else "value", graph=graph))
+        if gradient:  # the gradients' route and checked tolerances (gradient_options)
+            return PerThreadFunction(self._compile("gradient", self.gradient_options(), graph))
+        return PerThreadFunction(self._compile("value", graph=graph))
 
     def likelihood_source(self):
         """The problem as the workers of a distributed log-likelihood rebuild it: its YAML
@@ -646,6 +719,8 @@ class PetabProblem:
             plan = MarginalizationPlan(self.observation_analysis(), marginalize, marginal_priors)
         elif marginal_priors is not None:
             raise ValueError("marginal_priors given, but marginalize is None")
+        if log_likelihood is None:
+            options = self.gradient_options(options)
         model = build_pymc_model(self, options, plan, log_likelihood)
         if plan is not None:
             self._marginal_model = model
@@ -733,10 +808,8 @@ class PetabProblem:
                 f"{self.name}: model_factory needs the problem's YAML file; read the problem "
                 "with PetabProblem.from_yaml"
             )
-        options = self.options
-        if options.sensitivity == "auto":
-            # the route measured here, so that the workers do not measure it again
-            options = options.updated(sensitivity=self.route_for(options))
+        # the route and tolerances measured here, so that the workers do not measure again
+        options = self.gradient_options()
         fields = dataclasses.fields(options)
         return PetabModelFactory(
             str(self.yaml_path), tuple(sorted((f.name, getattr(options, f.name)) for f in fields))

@@ -102,6 +102,12 @@ class SolverOptions:
         ``relative_tolerance``, ``absolute_tolerance``, ``max_newton_iterations``,
         ``max_num_steps``, ``max_time``, ``nonnegative``, ``linear_solver``,
         ``sensitivity``), kept as a :class:`FrozenControls` (hashable).
+    gradient_check : bool
+        On the first gradient, compute the gradient at the nominal parameters again with
+        tolerances 10 times tighter, and tighten the tolerances of gradients (and of the PyMC
+        model) until two successive ones agree within 1 %
+        (:mod:`pymc_odesens.petab.tolerance_choice`; ``PetabProblem.tolerance_choice``
+        reports). ``False``: the given tolerances, unchecked.
     """
 
     method: str = "bdf"
@@ -110,8 +116,11 @@ class SolverOptions:
     absolute_tolerance: float = 1e-16
     max_num_steps: int = 100_000
     steady_state_controls: Mapping | None = None
+    gradient_check: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.gradient_check, (bool, np.bool_)):
+            raise TypeError(f"gradient_check must be True or False; got {self.gradient_check!r}")
         controls = self.steady_state_controls
         if controls is not None:
             if not isinstance(controls, Mapping):
