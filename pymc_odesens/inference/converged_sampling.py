@@ -384,6 +384,9 @@ def _nutpie_until_converged(
                 if met:
                     stopped_by = "converged"
                     break
+                if late:  # the checks at the limit did not pass: stop here
+                    stopped_by = "time limit"
+                    break
                 continue
             if late:
                 upto = have

@@ -66,7 +66,9 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     assert attrs["stopped_by"] == "time limit"
     draws = limited.posterior.sizes["draw"]
     assert draws == attrs["draws_per_chain"]
-    assert 1 <= draws < 40  # stopped at the first look after tuning, before the first check
+    # stopped at the first look after tuning: the draws so far, or the first check's 40
+    # when the chains had that many by then (a check at the limit that fails ends the run)
+    assert 1 <= draws <= 40
     assert limited.sample_stats.sizes["draw"] == draws
     assert attrs["convergence_checks"] == 1
     # the report has every field, each of its type
