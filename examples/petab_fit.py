@@ -18,17 +18,28 @@ quantitative mass spectrometry and mathematical modeling*, J. Proteome Res. 13 (
 5685-5694, doi:10.1021/pr5006923 (the publication of any problem is read from its SBML
 annotation and printed).
 
-Each chain starts at its own random point within 0.1 of the nominal values on each
-parameter's scale (``--start-spread``; ``--start jitter`` for PyMC's default, which moves a
-parameter with wide bounds by decades: docs/petab.md, "Sampling"). For problems with many
-correlated parameters, ``--mode-mass-matrix`` starts a dense mass matrix from the Hessian
-at the posterior mode, and ``--pooled-metric N`` then gives all chains one metric, pooled
-from N draws of each after their own tuning; ``--save-trace T`` and a later
-``--resume T`` continue those chains (a metric pooled from all their draws) and add
-``--draws`` more, so a long run can be split over sessions. With ``--save-trace``, PyMC's
-NUTS writes the draws so far to the trace file every ``--checkpoint-every`` draws per chain
-(nutpie only at the end), so a run stopped from outside keeps them and can be resumed;
-``--time-limit MINUTES`` stops such a run itself and keeps its draws.
+By default the script runs the whole recipe in one call,
+``pymc_odesens.petab.sample_posterior`` (docs/petab.md, "One call to a posterior"): the
+observation parameters that qualify are marginalised (``--marginalize none``: not), the
+modes found by ``--n-starts`` multistart optimisations, the chains started from the Laplace
+approximation at the best one, sampled with nutpie (``--sampler pymc``: PyMC's NUTS with a
+dense mass matrix) and continued until R-hat <= 1.01 and bulk and tail ESS >= 400 for every
+parameter or ``--time-limit``; the marginalised parameters are drawn from their
+conditional posterior.
+
+``--recipe manual`` samples the problem's model as the script did before the recipe (the
+options below; any of them implies it). Each chain starts at its own random point within 0.1
+of the nominal values on each parameter's scale (``--start-spread``; ``--start jitter`` for
+PyMC's default, which moves a parameter with wide bounds by decades: docs/petab.md,
+"Sampling"). For problems with many correlated parameters, ``--mode-mass-matrix`` starts a
+dense mass matrix from the Hessian at the posterior mode, and ``--pooled-metric N`` then
+gives all chains one metric, pooled from N draws of each after their own tuning;
+``--save-trace T`` and a later ``--resume T`` continue those chains (a metric pooled from
+all their draws) and add ``--draws`` more, so a long run can be split over sessions. With
+``--save-trace``, PyMC's NUTS writes the draws so far to the trace file every
+``--checkpoint-every`` draws per chain (nutpie only at the end), so a run stopped from
+outside keeps them and can be resumed; ``--time-limit MINUTES`` stops such a run itself and
+keeps its draws.
 
 The script prints the ArviZ summary, the largest R-hat, the divergences and the wall time,
 and plots every observable per condition: the data with their noise (one noise standard
@@ -36,7 +47,8 @@ deviation at the posterior mean, on the observable's transformation scale), the 
 predictive 90 % band of the measurements and the median simulated observable.
 
 Run:  python examples/petab_fit.py          (writes examples/output/petab_fit_<problem>.png)
-      python examples/petab_fit.py path/to/problem.yaml --draws 500 --sampler nutpie
+      python examples/petab_fit.py path/to/problem.yaml --marginalize none --sampler pymc
+      python examples/petab_fit.py --recipe manual --draws 500 --sampler nutpie
       python examples/petab_fit.py --help
 """
 
@@ -73,14 +85,42 @@ def default_problem() -> Path:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("problem", nargs="?", type=Path, default=None, help="PEtab YAML file")
-    parser.add_argument("--draws", type=int, default=1000, help="draws per chain (1000)")
-    parser.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (1000)")
+    parser.add_argument(
+        "--recipe",
+        choices=("posterior", "manual"),
+        default=None,
+        help="posterior: sample_posterior's recipe (default); manual: sample the model with "
+        "the options below (implied by any of them)",
+    )
+    parser.add_argument(
+        "--marginalize",
+        choices=("auto", "none"),
+        default="auto",
+        help="recipe: marginalise the observation parameters that qualify (auto)",
+    )
+    parser.add_argument(
+        "--n-starts", type=int, default=10, help="recipe: multistart starts for the modes (10)"
+    )
+    parser.add_argument(
+        "--draws",
+        type=int,
+        default=None,
+        help="draws per chain (manual: 1000); recipe: between two convergence checks (500)",
+    )
+    parser.add_argument(
+        "--tune", type=int, default=None, help="tuning steps per chain (manual 1000, recipe 500)"
+    )
     parser.add_argument("--chains", type=int, default=4, help="number of chains (4)")
     parser.add_argument("--cores", type=int, default=2, help="chains run in parallel (2)")
     parser.add_argument("--seed", type=int, default=20240611, help="random seed")
-    parser.add_argument("--target-accept", type=float, default=0.9, help="NUTS (0.9)")
     parser.add_argument(
-        "--sampler", choices=("pymc", "nutpie"), default="pymc", help="NUTS of PyMC or nutpie"
+        "--target-accept", type=float, default=None, help="NUTS (manual 0.9, recipe 0.8)"
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=("pymc", "nutpie"),
+        default=None,
+        help="NUTS of PyMC or nutpie (manual: pymc, recipe: nutpie)",
     )
     parser.add_argument(
         "--low-rank-mass-matrix",
@@ -127,19 +167,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--start",
         choices=("near-nominal", "jitter"),
-        default="near-nominal",
+        default=None,
         help="each chain starts uniformly within --start-spread of the nominal values on "
         "each parameter's scale (default), or at them plus PyMC's uniform(-1, 1) jitter on "
         "the transformed scale (up to 3.7 decades for bounds 16 decades apart)",
     )
     parser.add_argument(
-        "--start-spread", type=float, default=0.1, help="near-nominal starts: half-width (0.1)"
+        "--start-spread", type=float, default=None, help="near-nominal starts: half-width (0.1)"
     )
     parser.add_argument("--save-trace", type=Path, default=None, help="write the trace (NetCDF)")
     parser.add_argument(
         "--checkpoint-every",
         type=int,
-        default=100,
+        default=None,
         metavar="N",
         help="with --save-trace and PyMC's NUTS: write the draws so far (after tuning) to "
         "the trace file every N draws per chain, so that a stopped run keeps them; 0: only "
@@ -150,16 +190,49 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=float,
         default=None,
         metavar="MINUTES",
-        help="PyMC's NUTS (plain or with --resume): stop sampling after this many minutes "
-        "from the start (model, mode search and tuning included; never during tuning) and "
-        "keep the draws so far, as after Ctrl-C; size --draws generously",
+        help="recipe: stop continuing the chains after this many minutes from the call "
+        "(never during tuning) and keep the draws; manual, PyMC's NUTS (plain or with "
+        "--resume): stop sampling after this many minutes from the start (model, mode "
+        "search and tuning included; never during tuning) and keep the draws so far, as "
+        "after Ctrl-C; size --draws generously",
     )
     parser.add_argument("--predictive-draws", type=int, default=200, help="for the bands (200)")
     parser.add_argument("--plot", type=Path, default=None, help="output PNG")
     parser.add_argument("--no-plot", action="store_true", help="no figure")
     parser.add_argument("--no-progressbar", action="store_true")
     args = parser.parse_args(argv)
-    if args.time_limit is not None:
+    manual_only = {
+        "--low-rank-mass-matrix": args.low_rank_mass_matrix,
+        "--mode-mass-matrix": args.mode_mass_matrix,
+        "--pooled-metric": args.pooled_metric,
+        "--resume": args.resume,
+        "--start": args.start,
+        "--start-spread": args.start_spread,
+        "--checkpoint-every": args.checkpoint_every,
+    }
+    given = [flag for flag, value in manual_only.items() if value]
+    if args.recipe is None:
+        args.recipe = "manual" if given else "posterior"
+    elif args.recipe == "posterior" and given:
+        parser.error(f"--recipe posterior: {given[0]} belongs to --recipe manual")
+    defaults = {
+        "manual": {"draws": 1000, "tune": 1000, "target_accept": 0.9, "sampler": "pymc"},
+        "posterior": {"draws": 500, "tune": 500, "target_accept": 0.8, "sampler": "nutpie"},
+    }[args.recipe]
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    args.start = args.start or "near-nominal"
+    args.start_spread = 0.1 if args.start_spread is None else args.start_spread
+    args.checkpoint_every = 100 if args.checkpoint_every is None else args.checkpoint_every
+    if args.n_starts < 1:
+        parser.error(f"--n-starts: expected a positive count, got {args.n_starts}")
+    if args.time_limit is not None and args.recipe == "posterior":
+        if not args.time_limit > 0:
+            parser.error(
+                f"--time-limit: expected a positive number of minutes, got {args.time_limit}"
+            )
+    elif args.time_limit is not None:
         if not args.time_limit > 0:
             parser.error(
                 f"--time-limit: expected a positive number of minutes, got {args.time_limit}"
@@ -297,6 +370,14 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
                 **nuts,
             )
     wall = time.perf_counter() - start
+    idata.extend(_predictive(model, idata, args))
+    return idata, wall
+
+
+def _predictive(model, idata, args):
+    """Posterior predictive draws of the measurements (``--predictive-draws`` of them)."""
+    import pymc_odesens
+
     thinned = idata.sel(
         draw=slice(
             None,
@@ -311,10 +392,37 @@ def sample(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
     )
     with model:
         # PyMC's warning about potentials is silenced for the solver-failure rejection only
-        predictive = pymc_odesens.sample_posterior_predictive(
+        return pymc_odesens.sample_posterior_predictive(
             thinned, random_seed=args.seed, progressbar=not args.no_progressbar
         )
-    idata.extend(predictive)
+
+
+def fit_posterior(problem: PetabProblem, args) -> tuple[az.InferenceData, float]:
+    """``sample_posterior``'s recipe; the predictive draws from the problem's full model
+    (every parameter is in the posterior, the marginalised ones recovered)."""
+    from pymc_odesens.petab import sample_posterior
+
+    start = time.perf_counter()
+    idata = sample_posterior(
+        problem,
+        marginalize=None if args.marginalize == "none" else "auto",
+        n_starts=args.n_starts,
+        chains=args.chains,
+        cores=args.cores,
+        sampler=args.sampler,
+        draws=args.draws,
+        tune=args.tune,
+        time_limit=None if args.time_limit is None else 60 * args.time_limit,
+        target_accept=args.target_accept,
+        random_seed=args.seed,
+        progressbar=not args.no_progressbar,
+    )
+    wall = time.perf_counter() - start
+    posterior = idata.posterior[list(problem.parameters.ids)]
+    import arviz as az
+
+    full = problem.build_model()
+    idata.extend(_predictive(full, az.InferenceData(posterior=posterior), args))
     return idata, wall
 
 
@@ -486,6 +594,27 @@ def sampling_line(
     )
 
 
+def recipe_line(idata: az.InferenceData, wall: float) -> str:
+    """What ``sample_posterior`` reported: converged or not, modes, phases' wall times."""
+    import numpy as np
+
+    a = idata.sample_stats.attrs
+    verdict = "converged" if int(a["converged"]) else f"NOT converged ({a['stopped_by']})"
+    marginalized = list(np.atleast_1d(a["marginalized"])) if len(a["marginalized"]) else []
+    return (
+        f"{verdict}: R-hat max {a['rhat_max']:.4f}, ESS bulk/tail min {a['ess_bulk_min']:.0f}/"
+        f"{a['ess_tail_min']:.0f} ({a['ess_per_second']:.2f} per second), "
+        f"{idata.posterior.sizes['chain']} chains x {a['draws_per_chain']} draws, "
+        f"{a['sampler']}; marginalised: {', '.join(map(str, marginalized)) or 'none'}; "
+        f"{a['modes_found']} distinct optima of {a['n_starts']} starts"
+        + (" (MULTIMODAL)" if int(a["multimodal"]) else "")
+        + f"; times: model {a['time_model']:.1f} s, modes {a['time_modes']:.1f} s, Laplace "
+        f"{a['time_initialise']:.1f} s, sampling {a['time_sampling']:.1f} s, recovery "
+        f"{a['time_recovery']:.1f} s; wall time of the fit {wall:.1f} s (with the "
+        "predictive draws)"
+    )
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     started = STARTED if __name__ == "__main__" else time.perf_counter()
@@ -499,12 +628,21 @@ def main(argv=None) -> dict:
     print(problem)
     print(f"model and data: {problem.publication or '(no publication in the SBML annotation)'}")
     options = problem.options.updated(sensitivity=args.sensitivity)
+    if args.recipe == "posterior":
+        problem.options = options
     print(f"gradient route: {problem.route_for(options)}")
-    if args.start == "jitter":
-        print("chains start at the nominal values plus PyMC's jitter")
+    if args.recipe == "posterior":
+        print(
+            f"sample_posterior: marginalize={args.marginalize}, {args.n_starts} starts, chains "
+            "from the Laplace approximation at the best mode"
+        )
+        idata, wall = fit_posterior(problem, args)
     else:
-        print(f"chains start within {args.start_spread} of the nominal values")
-    idata, wall = sample(problem, args)
+        if args.start == "jitter":
+            print("chains start at the nominal values plus PyMC's jitter")
+        else:
+            print(f"chains start within {args.start_spread} of the nominal values")
+        idata, wall = sample(problem, args)
     if args.save_trace:
         # through a file beside it: a stop while writing keeps the last checkpoint
         write_trace(idata, args.save_trace)
@@ -515,7 +653,10 @@ def main(argv=None) -> dict:
     if "n_steps" in idata.sample_stats:
         steps = idata.sample_stats["n_steps"].values
         print(f"leapfrog steps per draw: mean {steps.mean():.0f}, max {steps.max():.0f}")
-    print(sampling_line(idata, args, checks.rhat_max, checks.divergences, wall))
+    if args.recipe == "posterior":
+        print(recipe_line(idata, wall))
+    else:
+        print(sampling_line(idata, args, checks.rhat_max, checks.divergences, wall))
     print(checks)
     plot = None
     if not args.no_plot:

@@ -12,7 +12,9 @@ model, or one without ODEs).
 - multistart mode finding (:func:`find_modes`: L-BFGS-B or a Fisher trust region from prior
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
-- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`;
+- long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`; sampling the same chains on
+  until R-hat and ESS meet their targets or a time limit (:func:`sample_until_converged`,
+  ``converged_sampling.py``);
 - the posterior of marginalised parameters: :func:`recover_marginalized`
   (``marginal_recovery.py``);
 - where work runs (``executor_choice.py``, ``executors.py``, ``dask_executor.py``:
@@ -28,6 +30,7 @@ Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC mode
 """
 
 from pymc_odesens.inference.checkpoint import TraceCheckpoint
+from pymc_odesens.inference.converged_sampling import ConvergedSampling, sample_until_converged
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
 from pymc_odesens.inference.distributed_likelihood import (
     BalanceReport,
@@ -92,6 +95,8 @@ __all__ = [
     "recover_marginalized",
     "ConvergenceReport",
     "convergence_report",
+    "sample_until_converged",
+    "ConvergedSampling",
     "sampling_times",
     "times_line",
     "work_executor",

@@ -138,7 +138,8 @@ def test_solve_pka_help_and_run(capsys):
 def test_petab_fit_runs_and_writes_the_plot(tmp_path, capsys):
     example = load_example("petab_fit")
     plot = tmp_path / "petab_fit.png"
-    argv = short_run(draws=30, tune=30, chains=1, cores=1)
+    # the manual recipe (the script's default is sample_posterior's: below)
+    argv = short_run(draws=30, tune=30, chains=1, cores=1) + ["--recipe", "manual"]
     trace = tmp_path / "trace.nc"
     result = example.main(
         argv + ["--predictive-draws", "20", "--plot", str(plot), "--save-trace", str(trace)]
@@ -248,7 +249,8 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
     # a limit that has passed when tuning ends: the first chain stops at its first draw,
     # the second (one after another) at its first step, and the run keeps what it has
     stopped = example.main(
-        short_run(draws=10**5, tune=20, chains=2, cores=1) + ["--no-plot", "--time-limit", "0.01"]
+        short_run(draws=10**5, tune=20, chains=2, cores=1)
+        + ["--recipe", "manual", "--no-plot", "--time-limit", "0.01"]
     )
     assert stopped["idata"].posterior.sizes["draw"] == 1
     assert "(1 chains x 1 draws, 20 tuning steps, pymc; interrupted: 2 x 100000 asked for)" in (
@@ -260,7 +262,10 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
             ["--time-limit", "5", "--mode-mass-matrix", "--pooled-metric", "10"],
             "--time-limit: not with --pooled-metric (PyMC's NUTS, plain or with --resume, only)",
         ),
-        (["--time-limit", "5", "--sampler", "nutpie"], "--time-limit: not with --sampler nutpie"),
+        (
+            ["--recipe", "manual", "--time-limit", "5", "--sampler", "nutpie"],
+            "--time-limit: not with --sampler nutpie",
+        ),
     ):
         with pytest.raises(SystemExit):
             example.main(short_run(draws=10, tune=10, chains=2, cores=1) + extra)
@@ -269,6 +274,45 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
         example.main(
             short_run(draws=10, tune=10, chains=2, cores=1) + ["--no-plot", "--resume", str(trace)]
         )
+
+
+def test_petab_fit_runs_sample_posterior_unless_a_manual_option_is_given(capsys):
+    example = load_example("petab_fit")
+    args = example.parse_args([])
+    assert (args.recipe, args.sampler, args.draws, args.tune) == ("posterior", "nutpie", 500, 500)
+    assert args.marginalize == "auto" and args.n_starts == 10
+    for manual in (["--mode-mass-matrix"], ["--start-spread", "0.2"], ["--recipe", "manual"]):
+        args = example.parse_args(manual)
+        assert (args.recipe, args.sampler, args.draws, args.target_accept) == (
+            "manual",
+            "pymc",
+            1000,
+            0.9,
+        )
+    with pytest.raises(SystemExit):
+        example.parse_args(["--recipe", "posterior", "--pooled-metric", "10"])
+    assert "--recipe posterior: --pooled-metric belongs to --recipe manual" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.slow  # sampling run / worker processes: python -m pytest -m slow
+def test_petab_fit_with_sample_posterior_writes_every_parameter(tmp_path, capsys):
+    example = load_example("petab_fit")
+    plot = tmp_path / "petab_fit.png"
+    argv = short_run(draws=20, tune=20, chains=2, cores=1) + ["--n-starts", "1"]
+    result = example.main(argv + ["--predictive-draws", "10", "--plot", str(plot)])
+    out = capsys.readouterr().out
+    assert "sample_posterior: marginalize=auto, 1 starts" in out
+    assert "marginalised: sd_pSTAT5A_rel, sd_pSTAT5B_rel, sd_rSTAT5A_rel" in out
+    idata = result["idata"]
+    for pid in result["problem"].parameters.ids:
+        assert pid in idata.posterior
+    assert set(idata.posterior_predictive.data_vars) == {
+        "pSTAT5A_rel",
+        "pSTAT5B_rel",
+        "rSTAT5A_rel",
+    }
 
 
 def test_sbml_model_example_solves_the_boehm_model(capsys):

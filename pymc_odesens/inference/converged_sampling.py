@@ -1,0 +1,559 @@
+"""Sampling until the chains have converged, or until a wall-clock limit.
+
+:func:`sample_until_converged` samples a PyMC model with nutpie or PyMC's NUTS and checks
+R-hat and the bulk and tail effective sample sizes
+(:func:`~pymc_odesens.inference.convergence.convergence_report`) every ``draws`` draws per
+chain; while a check fails, time remains and the chains have fewer than ``max_draws``
+draws, the *same* chains go on:
+
+- nutpie: one run with ``max_draws`` draws per chain, in the background (nutpie's
+  non-blocking sampler); its trace is inspected as it grows, and the run is ended (the
+  draws so far kept) once a check passes or the time is up. A converged result holds the
+  first ``k * draws`` draws of every chain, so it does not depend on when the trace was
+  inspected.
+- PyMC's NUTS: the first ``draws`` draws after ``tune`` tuning steps (with the given NUTS
+  step, e.g. a dense mass matrix from a Laplace approximation), then continuations of
+  ``draws`` draws from every chain's last draw with one dense metric pooled from all draws
+  so far (:func:`~pymc_odesens.inference.pooled_metric.resume_pooled_metric`), each bounded by
+  a :class:`~pymc_odesens.inference.time_limit.TimeLimit`.
+
+``extra_draws`` adds variables that are not sampled (the marginalised parameters, drawn from
+their conditional posterior by :func:`~pymc_odesens.inference.marginal_recovery.
+recover_marginalized`) for each new stretch of draws, so that the checks cover them too.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import xarray as xr
+
+from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.nutpie_start import single_initvals
+from pymc_odesens.inference.pooled_metric import resume_pooled_metric
+from pymc_odesens.inference.sampling import sample
+from pymc_odesens.inference.time_limit import TimeLimit
+
+__all__ = ["ConvergedSampling", "SAMPLERS", "sample_until_converged"]
+
+SAMPLERS = ("nutpie", "pymc")
+
+# looks at nutpie's growing trace: each copies the whole trace in this (the Python) thread,
+# which then takes CPU from the chains; so at most one look per _LOOK_EVERY seconds, and
+# at least _LOOK_COST_RATIO times as long between two looks as a look takes
+_LOOK_EVERY = (2.0, 30.0)
+_LOOK_COST_RATIO = 50.0
+
+
+@dataclass
+class ConvergedSampling:
+    """How :func:`sample_until_converged` ended.
+
+    Attributes
+    ----------
+    converged : bool
+        Every checked variable has R-hat <= ``target_rhat`` and bulk and tail ESS >=
+        ``target_ess`` (divergences are reported, not part of the target).
+    checks : ConvergenceReport or None
+        The last check (None: no draws to check).
+    draws : int
+        Draws per chain returned.
+    rounds : int
+        Convergence checks made.
+    stopped_by : str
+        ``"converged"``, ``"time limit"`` or ``"max_draws"``.
+    sampling_time, extra_time : float
+        Seconds of sampling (tuning included) and of ``extra_draws``.
+    history : list of tuple
+        Per check: ``(draws per chain, R-hat max, bulk ESS min, tail ESS min)``.
+    """
+
+    converged: bool
+    checks: ConvergenceReport | None
+    draws: int
+    rounds: int
+    stopped_by: str
+    sampling_time: float
+    extra_time: float
+    history: list = field(default_factory=list)
+
+
+def _meets(checks: ConvergenceReport, target_rhat: float, target_ess: float) -> bool:
+    values = (checks.rhat_max, checks.ess_bulk_min, checks.ess_tail_min)
+    if not all(math.isfinite(v) for v in values):
+        return False
+    return (
+        checks.rhat_max <= target_rhat
+        and checks.ess_bulk_min >= target_ess
+        and checks.ess_tail_min >= target_ess
+    )
+
+
+class _Extras:
+    """The variables ``extra_draws`` adds, accumulated over stretches of draws."""
+
+    def __init__(self, extra_draws: Callable | None):
+        self.function = extra_draws
+        self.parts: list[xr.Dataset] = []
+        self.done = 0
+        self.seconds = 0.0
+
+    def extend(self, posterior: xr.Dataset, upto: int) -> None:
+        """Add the extra variables of draws ``done`` to ``upto`` of every chain."""
+        if self.function is None or upto <= self.done:
+            return
+        began = time.perf_counter()
+        stretch = posterior.isel(draw=slice(self.done, upto))
+        added = self.function(stretch)
+        self.parts.append(added.assign_coords(draw=np.arange(self.done, upto)))
+        self.done = upto
+        self.seconds += time.perf_counter() - began
+
+    def joined(self, posterior: xr.Dataset, draws: int) -> xr.Dataset:
+        """``posterior`` (its first ``draws`` draws) with the extra variables."""
+        posterior = posterior.isel(draw=slice(0, draws))
+        if self.function is None:
+            return posterior
+        extras = xr.concat(self.parts, dim="draw").isel(draw=slice(0, draws))
+        extras = extras.assign_coords(draw=posterior["draw"].values)
+        return posterior.assign({name: extras[name] for name in extras.data_vars})
+
+
+def _checked(
+    posterior: xr.Dataset, stats: xr.Dataset | None, var_names: Sequence[str]
+) -> ConvergenceReport:
+    groups = {"posterior": posterior}
+    if stats is not None:
+        groups["sample_stats"] = stats
+    return convergence_report(az.InferenceData(**groups), var_names=list(var_names))
+
+
+def _say(progressbar: bool, text: str) -> None:
+    if progressbar:
+        print(f"sample_posterior: {text}", file=sys.stderr, flush=True)
+
+
+def sample_until_converged(
+    model: pm.Model,
+    *,
+    var_names: Sequence[str],
+    sampler: str = "nutpie",
+    draws: int = 500,
+    tune: int = 500,
+    chains: int = 4,
+    cores: int | None = None,
+    max_draws: int = 5000,
+    time_limit: float | None = None,
+    started: float | None = None,
+    target_rhat: float = 1.01,
+    target_ess: float = 400,
+    random_seed: int | None = None,
+    initvals: Mapping | None = None,
+    step: pm.NUTS | None = None,
+    target_accept: float = 0.8,
+    step_size_tune: int = 100,
+    extra_draws: Callable[[xr.Dataset], xr.Dataset] | None = None,
+    progressbar: bool = True,
+) -> tuple[az.InferenceData, ConvergedSampling]:
+    """Sample ``model`` until R-hat and ESS of ``var_names`` meet their targets.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    var_names : sequence of str
+        The variables checked (posterior variables, or those ``extra_draws`` adds).
+    sampler : {"nutpie", "pymc"}
+    draws : int
+        Draws per chain between two checks (the first check after ``draws`` draws).
+    tune : int
+        Tuning steps per chain before the first draw.
+    chains : int
+        At least 2.
+    cores : int, optional
+        Chains run in parallel (nutpie's threads, PyMC's processes).
+    max_draws : int
+        At most this many draws per chain (at least ``draws``).
+    time_limit : float, optional
+        Seconds from ``started``; sampling ends at the first look after it (never before
+        every chain has at least one draw after tuning), keeping the draws so far.
+    started : float, optional
+        ``time.monotonic()`` from which ``time_limit`` counts (default: this call).
+    target_rhat, target_ess : float
+    random_seed : int, optional
+    initvals : dict, optional
+        Where the chains start (values, or PyTensor expressions drawn once per chain, as
+        :meth:`~pymc_odesens.inference.laplace_start.LaplaceApproximation.start_values`),
+        without jitter.
+    step : pymc.NUTS, optional
+        PyMC's NUTS step (``sampler="pymc"``), e.g. with a dense mass matrix; default:
+        ``pm.NUTS`` compiled in NUMBA mode.
+    target_accept : float
+        For nutpie and for the default PyMC step.
+    step_size_tune : int
+        PyMC's continuations: step-size tuning steps under the pooled metric.
+    extra_draws : callable, optional
+        ``extra_draws(posterior_stretch) -> xarray.Dataset`` with dims ``(chain, draw)``
+        first: variables for those draws, added to the posterior.
+    progressbar : bool
+        The sampler's progress bar and a line per check on stderr.
+
+    Returns
+    -------
+    (arviz.InferenceData, ConvergedSampling)
+    """
+    started = time.monotonic() if started is None else started
+    deadline = None if time_limit is None else started + time_limit
+    extras = _Extras(extra_draws)
+    began = time.perf_counter()
+    if sampler == "nutpie":
+        idata, outcome = _nutpie_until_converged(
+            model,
+            var_names,
+            draws,
+            tune,
+            chains,
+            cores,
+            max_draws,
+            deadline,
+            target_rhat,
+            target_ess,
+            random_seed,
+            initvals,
+            target_accept,
+            extras,
+            progressbar,
+        )
+    elif sampler == "pymc":
+        idata, outcome = _pymc_until_converged(
+            model,
+            var_names,
+            draws,
+            tune,
+            chains,
+            cores,
+            max_draws,
+            deadline,
+            target_rhat,
+            target_ess,
+            random_seed,
+            initvals,
+            step,
+            target_accept,
+            step_size_tune,
+            extras,
+            progressbar,
+        )
+    else:
+        raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
+    outcome.extra_time = extras.seconds
+    outcome.sampling_time = time.perf_counter() - began - extras.seconds
+    return idata, outcome
+
+
+def _check_round(extras, posterior, stats, upto, var_names, target_rhat, target_ess, history):
+    extras.extend(posterior, upto)
+    checks = _checked(extras.joined(posterior, upto), stats, var_names)
+    history.append((upto, checks.rhat_max, checks.ess_bulk_min, checks.ess_tail_min))
+    return checks, _meets(checks, target_rhat, target_ess)
+
+
+def _round_line(checks: ConvergenceReport, upto: int, met: bool) -> str:
+    return (
+        f"{upto} draws per chain: R-hat max {checks.rhat_max:.4f}, ESS bulk min "
+        f"{checks.ess_bulk_min:.0f}, tail min {checks.ess_tail_min:.0f}"
+        + (" (converged)" if met else "")
+    )
+
+
+def _posterior_draws(posterior: xr.Dataset) -> int:
+    """Draws that every chain has (nutpie pads shorter chains with NaN)."""
+    if not posterior.data_vars or posterior.sizes.get("draw", 0) == 0:
+        return 0
+    first = posterior[next(iter(posterior.data_vars))].values
+    finite = np.isfinite(first.reshape(first.shape[0], first.shape[1], -1)).all(axis=2)
+    counts = [int(np.argmin(row)) if not row.all() else row.size for row in finite]
+    return min(counts)
+
+
+def _next_pause(have, next_check, looked, cost, last, deadline) -> float:
+    """Seconds until the next look at nutpie's trace: when the chains should have
+    ``next_check`` draws at the rate since the last look (or the deadline, if sooner),
+    within ``_LOOK_EVERY`` and at least ``_LOOK_COST_RATIO`` times the look's cost."""
+    low, high = _LOOK_EVERY
+    wait = high
+    if last is not None and have > last[1] and looked > last[0]:
+        rate = (have - last[1]) / (looked - last[0])
+        wait = max(next_check - have, 1) / rate
+    elif have == 0:
+        wait = 4 * low  # still tuning
+    if deadline is not None:
+        wait = min(wait, max(deadline - time.monotonic(), 0.0))
+    return min(max(wait, low, _LOOK_COST_RATIO * cost), high)
+
+
+def _finished(sampler) -> bool:
+    """Whether nutpie's background sampler has finished (it raises ``TimeoutError`` when
+    it cannot tell at once, i.e. while its chains run)."""
+    try:
+        return bool(sampler.is_finished)
+    except TimeoutError:
+        return False
+
+
+def _nutpie_until_converged(
+    model,
+    var_names,
+    draws,
+    tune,
+    chains,
+    cores,
+    max_draws,
+    deadline,
+    target_rhat,
+    target_ess,
+    random_seed,
+    initvals,
+    target_accept,
+    extras,
+    progressbar,
+):
+    import nutpie
+
+    compile_kwargs = {"jitter_rvs": set()}
+    values = single_initvals(initvals)
+    if values is not None:
+        compile_kwargs["initial_points"] = dict(values)
+    compiled = nutpie.compile_pymc_model(model, **compile_kwargs)
+    seed = (
+        None
+        if random_seed is None
+        else int(np.random.SeedSequence(random_seed).generate_state(1)[0])
+    )
+    sampler = nutpie.sample(
+        compiled,
+        draws=max_draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        seed=seed,
+        target_accept=target_accept,
+        save_warmup=False,
+        progress_bar=progressbar,
+        blocking=False,
+    )
+    history: list = []
+    next_check = draws
+    checks, met, stopped_by, upto = None, False, "max_draws", 0
+    trace = None
+    pause, last = _LOOK_EVERY[0], None
+    try:
+        while True:
+            finished = _finished(sampler)
+            if not finished:
+                time.sleep(pause)
+            looked = time.monotonic()
+            with warnings.catch_warnings():  # arviz: "more chains than draws" early on
+                warnings.simplefilter("ignore", UserWarning)
+                trace = sampler.inspect()
+            have = _posterior_draws(trace.posterior)
+            pause = _next_pause(have, next_check, looked, time.monotonic() - looked, last, deadline)
+            last = (looked, have)
+            late = deadline is not None and time.monotonic() > deadline and have >= 1
+            if have >= next_check:
+                upto = next_check
+                checks, met = _check_round(
+                    extras,
+                    trace.posterior,
+                    trace.sample_stats,
+                    upto,
+                    var_names,
+                    target_rhat,
+                    target_ess,
+                    history,
+                )
+                _say(progressbar, _round_line(checks, upto, met))
+                next_check += draws
+                if met:
+                    stopped_by = "converged"
+                    break
+                if late:  # the checks at the limit did not pass: stop here
+                    stopped_by = "time limit"
+                    break
+                continue
+            if late:
+                upto = have
+                checks, met = _check_round(
+                    extras,
+                    trace.posterior,
+                    trace.sample_stats,
+                    upto,
+                    var_names,
+                    target_rhat,
+                    target_ess,
+                    history,
+                )
+                stopped_by = "converged" if met else "time limit"
+                _say(progressbar, "time limit: " + _round_line(checks, upto, met))
+                break
+            if finished:
+                break  # max_draws reached and checked
+    finally:
+        if not _finished(sampler):
+            trace = sampler.abort()
+        else:
+            sampler.cancel()
+    if upto == 0 and trace is not None:
+        upto = _posterior_draws(trace.posterior)
+        if upto:
+            checks, met = _check_round(
+                extras,
+                trace.posterior,
+                trace.sample_stats,
+                upto,
+                var_names,
+                target_rhat,
+                target_ess,
+                history,
+            )
+    # nutpie also records the value variables (transformed scale): PyMC's names only
+    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
+    posterior = trace.posterior[[name for name in recorded if name in trace.posterior]]
+    posterior = extras.joined(posterior, upto)
+    stats = trace.sample_stats.isel(draw=slice(0, upto))
+    idata = az.InferenceData(posterior=posterior, sample_stats=stats)
+    _add_data_groups(idata, model)
+    outcome = ConvergedSampling(
+        converged=met,
+        checks=checks,
+        draws=upto,
+        rounds=len(history),
+        stopped_by=stopped_by,
+        sampling_time=0.0,
+        extra_time=0.0,
+        history=history,
+    )
+    return idata, outcome
+
+
+def _add_data_groups(idata: az.InferenceData, model: pm.Model) -> None:
+    """``observed_data`` and ``constant_data`` of ``model`` (as PyMC adds to nutpie's trace)."""
+    from pymc.backends.arviz import (
+        coords_and_dims_for_inferencedata,
+        dict_to_dataset,
+        find_constants,
+        find_observations,
+    )
+
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    groups = {}
+    for name, values in (
+        ("observed_data", find_observations(model)),
+        ("constant_data", find_constants(model)),
+    ):
+        if values:
+            groups[name] = dict_to_dataset(
+                values, library=pm, coords=coords, dims=dims, default_dims=[]
+            )
+    if groups:
+        idata.add_groups(groups)
+
+
+def _pymc_until_converged(
+    model,
+    var_names,
+    draws,
+    tune,
+    chains,
+    cores,
+    max_draws,
+    deadline,
+    target_rhat,
+    target_ess,
+    random_seed,
+    initvals,
+    step,
+    target_accept,
+    step_size_tune,
+    extras,
+    progressbar,
+):
+    if step is None:
+        step = pm.NUTS(model=model, target_accept=target_accept, compile_kwargs={"mode": "NUMBA"})
+    seeds = np.random.SeedSequence(random_seed).generate_state(64)
+    common = {
+        "model": model,
+        "cores": cores,
+        "progressbar": progressbar,
+        "compute_convergence_checks": False,
+        "quiet": not progressbar,
+    }
+
+    def limit():
+        if deadline is None:
+            return {}
+        return {"callback": TimeLimit(max(deadline - time.monotonic(), 1e-3))}
+
+    idata = sample(
+        draws,
+        step=step,
+        tune=tune,
+        chains=chains,
+        random_seed=int(seeds[0]),
+        initvals=dict(initvals) if initvals is not None else None,
+        init="adapt_diag",
+        **limit(),
+        **common,
+    )
+    history: list = []
+    rounds = 0
+    while True:
+        rounds += 1
+        stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+        upto = idata.posterior.sizes["draw"]
+        checks, met = _check_round(
+            extras, idata.posterior, stats, upto, var_names, target_rhat, target_ess, history
+        )
+        _say(progressbar, _round_line(checks, upto, met))
+        if met:
+            stopped_by = "converged"
+            break
+        out_of_time = deadline is not None and time.monotonic() >= deadline
+        if out_of_time or upto < draws * rounds:  # a stop by the limit returns fewer draws
+            stopped_by = "time limit"
+            break
+        if upto + draws > max_draws:
+            stopped_by = "max_draws"
+            break
+        if idata.posterior.sizes["chain"] < 2:
+            stopped_by = "time limit"
+            break
+        idata = resume_pooled_metric(
+            idata,
+            draws,
+            step=step,
+            step_size_tune=step_size_tune,
+            random_seed=int(seeds[rounds % len(seeds)]),
+            **limit(),
+            **common,
+        )
+    upto = idata.posterior.sizes["draw"]
+    idata.posterior = extras.joined(idata.posterior, upto)
+    outcome = ConvergedSampling(
+        converged=met,
+        checks=checks,
+        draws=upto,
+        rounds=len(history),
+        stopped_by=stopped_by,
+        sampling_time=0.0,
+        extra_time=0.0,
+        history=history,
+    )
+    return idata, outcome

@@ -1,0 +1,453 @@
+"""One call from a PEtab problem to a checked posterior: :func:`sample_posterior`.
+
+The recipe (docs/petab.md, "One call to a posterior"):
+
+1. **Model**: the problem's PyMC model with its observation parameters marginalised
+   (``marginalize="auto"``: every parameter that qualifies; none qualify: the full model).
+2. **Modes**: a multistart optimisation of the problem's posterior
+   (:func:`~pymc_odesens.inference.find_modes`, on the full model: its optima are the
+   problem's, with PEtab's log-likelihoods), in worker processes or on ``executor=``.
+3. **Start**: the Laplace approximation of the sampled model at the mode of its sampler's
+   density next to the best optimum
+   (:func:`~pymc_odesens.inference.laplace_approximation`): each chain starts at its own
+   draw of it (never exactly at the mode, where nutpie's first metric stalls), and PyMC's
+   NUTS starts its dense mass matrix from its covariance.
+4. **Sample** with nutpie or PyMC's NUTS, checking R-hat and bulk and tail ESS of every
+   estimated parameter every ``draws`` draws per chain (the marginalised ones drawn from
+   their conditional posterior for each draw first), and continuing the same chains until
+   the checks pass, ``time_limit`` or ``max_draws``
+   (:func:`~pymc_odesens.inference.converged_sampling.sample_until_converged`).
+5. **Report** in ``idata.sample_stats.attrs`` (see :data:`REPORT_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pymc as pm
+
+from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
+from pymc_odesens.inference.executor_choice import check_executor
+from pymc_odesens.inference.laplace_start import laplace_approximation
+from pymc_odesens.inference.marginal_recovery import marginal_nodes, recover_marginalized
+from pymc_odesens.inference.multistart import find_modes
+
+__all__ = ["MULTIMODAL_GAP", "REPORT_FIELDS", "sample_posterior"]
+
+MULTIMODAL_GAP = 5.0
+"""Optima whose log-posteriors are within this many log-units of the best one's, but whose
+parameters differ (other clusters of :func:`~pymc_odesens.inference.find_modes`), make the
+run report ``multimodal = 1``."""
+
+REPORT_FIELDS = {
+    "converged": "1 if every estimated parameter has R-hat <= target_rhat and bulk and tail "
+    "ESS >= target_ess, else 0",
+    "stopped_by": "'converged', 'time limit' or 'max_draws'",
+    "target_rhat": "the R-hat target",
+    "target_ess": "the ESS target",
+    "rhat_max": "the largest R-hat over the estimated parameters",
+    "rhat_variable": "where it is",
+    "ess_bulk_min": "the smallest bulk ESS",
+    "ess_bulk_variable": "where it is",
+    "ess_tail_min": "the smallest tail ESS",
+    "ess_tail_variable": "where it is",
+    "divergences": "divergent transitions after tuning",
+    "ess_per_second": "the smallest of bulk and tail ESS over wall_time",
+    "draws_per_chain": "draws after tuning per chain returned",
+    "convergence_checks": "checks made (one every `draws` draws per chain)",
+    "sampler": "'nutpie' or 'pymc'",
+    "marginalized": "the marginalised parameter ids (recovered into the posterior)",
+    "n_starts": "multistart starts",
+    "starts_failed": "starts that failed",
+    "mode_method": "the local optimiser of the multistart",
+    "modes_found": "clusters of optima (distinct optima) found",
+    "mode_log_posteriors": "each cluster's best log-posterior (problem's priors), best first",
+    "mode_log_likelihoods": "each cluster's best log-likelihood (PEtab's)",
+    "mode_sizes": "starts per cluster",
+    "multimodal": "1 if another optimum is within MULTIMODAL_GAP of the best log-posterior",
+    "laplace_hessian": "how the Laplace covariance was computed",
+    "time_model": "seconds: building the PyMC model(s)",
+    "time_modes": "seconds: the multistart (with its workers' compiles)",
+    "time_initialise": "seconds: the Laplace approximation",
+    "time_sampling": "seconds: compiling the sampler, tuning, draws and continuations",
+    "time_recovery": "seconds: drawing the marginalised parameters",
+    "wall_time": "seconds from the call to the result",
+}
+"""The entries :func:`sample_posterior` writes into ``idata.sample_stats.attrs``."""
+
+
+def _say(progressbar: bool, text: str) -> None:
+    if progressbar:
+        print(f"sample_posterior: {text}", file=sys.stderr, flush=True)
+
+
+def _positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_arguments(
+    problem,
+    marginalize,
+    sampler,
+    time_limit,
+    target_rhat,
+    target_ess,
+    executor,
+    progressbar,
+    target_accept,
+) -> None:
+    if not (hasattr(problem, "build_model") and hasattr(problem, "observation_analysis")):
+        raise TypeError(
+            f"problem: expected a PetabProblem (PetabProblem.from_yaml), got "
+            f"{type(problem).__name__}"
+        )
+    if isinstance(marginalize, str):
+        if marginalize != "auto":
+            raise ValueError(
+                f"marginalize: expected 'auto', a list of parameter ids or None, got "
+                f"{marginalize!r}"
+            )
+    elif marginalize is not None and not (
+        isinstance(marginalize, Sequence) and all(isinstance(p, str) for p in marginalize)
+    ):
+        raise ValueError(
+            f"marginalize: expected 'auto', a list of parameter ids or None, got {marginalize!r}"
+        )
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
+    if time_limit is not None and not (
+        isinstance(time_limit, int | float) and not isinstance(time_limit, bool) and time_limit > 0
+    ):
+        raise ValueError(f"time_limit: expected a positive number of seconds, got {time_limit!r}")
+    if not (
+        isinstance(target_rhat, int | float) and target_rhat > 1 and math.isfinite(target_rhat)
+    ):
+        raise ValueError(f"target_rhat: expected a finite number > 1, got {target_rhat!r}")
+    if not (isinstance(target_ess, int | float) and target_ess > 0 and math.isfinite(target_ess)):
+        raise ValueError(f"target_ess: expected a positive finite number, got {target_ess!r}")
+    if not (isinstance(target_accept, float) and 0 < target_accept < 1):
+        raise ValueError(f"target_accept: expected a number in (0, 1), got {target_accept!r}")
+    if not isinstance(progressbar, bool):
+        raise TypeError(f"progressbar: expected True or False, got {progressbar!r}")
+    check_executor(executor)
+
+
+def _marginalized_ids(problem, marginalize) -> tuple[str, ...] | None:
+    """What ``build_model`` is given: ``"auto"`` becomes None when nothing qualifies."""
+    if marginalize is None:
+        return None
+    if isinstance(marginalize, str):
+        return "auto" if problem.observation_analysis().candidates else None
+    return tuple(marginalize) or None
+
+
+def _recovery(model: pm.Model, random_seed):
+    """``extra_draws`` for :func:`sample_until_converged`: the marginalised parameters of
+    a stretch of draws, from their conditional posterior (one generator for all stretches)."""
+    import arviz as az
+
+    rng = np.random.default_rng(random_seed)
+    free = {rv.name for rv in model.free_RVs}
+
+    def extra_draws(stretch):
+        sampled = stretch[[name for name in stretch.data_vars if name in free]]
+        idata = recover_marginalized(
+            az.InferenceData(posterior=sampled),
+            model,
+            random_seed=rng,
+            compile_kwargs={"mode": "NUMBA"},
+        )
+        added = [name for name in idata.posterior.data_vars if name not in sampled.data_vars]
+        return idata.posterior[added]
+
+    return extra_draws
+
+
+def _laplace(model: pm.Model, start: dict, marginal: bool):
+    """The Laplace approximation at the sampled model's sampler mode near ``start``:
+    finite differences of the exact gradient, else (full models) the Fisher information."""
+    hessians = ("finite-differences",) if marginal else ("finite-differences", "fisher")
+    errors = []
+    for hessian in hessians:
+        try:
+            return laplace_approximation(model, start, hessian=hessian)
+        except ValueError as error:
+            errors.append(f"{hessian}: {error}")
+    raise RuntimeError(
+        "sample_posterior: no Laplace approximation at the best optimum to start the chains "
+        "from (" + "; ".join(errors) + "); find_modes' result may not be a strict maximum "
+        "(more starts, n_starts=...) or the posterior is improper along some direction"
+    )
+
+
+def sample_posterior(
+    problem,
+    *,
+    marginalize="auto",
+    marginal_priors: Mapping | None = None,
+    n_starts: int = 10,
+    mode_method: str = "auto",
+    chains: int = 4,
+    cores: int | None = None,
+    sampler: str = "nutpie",
+    draws: int = 500,
+    tune: int = 500,
+    max_draws: int | None = None,
+    time_limit: float | None = None,
+    target_rhat: float = 1.01,
+    target_ess: float = 400,
+    target_accept: float = 0.8,
+    random_seed: int | None = None,
+    executor=None,
+    n_workers: int | None = None,
+    progressbar: bool = True,
+):
+    """A posterior of a PEtab problem, checked for convergence, in one call.
+
+    Builds the (marginalised) model, finds the posterior's modes by multistart
+    optimisation, starts the chains from the Laplace approximation at the best one, samples
+    with nutpie or PyMC's NUTS, draws the marginalised parameters from their conditional
+    posterior, checks R-hat and bulk and tail ESS of every estimated parameter, and
+    continues the same chains until the checks pass or ``time_limit`` has passed (see the
+    module docstring and docs/petab.md, "One call to a posterior").
+
+    Parameters
+    ----------
+    problem : PetabProblem
+        Read by :meth:`PetabProblem.from_yaml` (the multistart's workers read it again from
+        its YAML file; its solver options apply).
+    marginalize : "auto", sequence of str or None
+        As for :meth:`PetabProblem.build_model`; ``"auto"`` (default) samples the full
+        model when no parameter qualifies.
+    marginal_priors : dict, optional
+        Conjugate-prior hyperparameters of marginalised parameters
+        (:meth:`PetabProblem.build_model`).
+    n_starts : int
+        Multistart starts, drawn from the prior (10).
+    mode_method : str
+        The multistart's local optimiser (:func:`~pymc_odesens.inference.find_modes`).
+    chains : int
+        At least 2 (4).
+    cores : int, optional
+        Chains sampled in parallel (nutpie: threads of this process; PyMC: processes);
+        default: as many as the machine has CPUs, at most ``chains``.
+    sampler : {"nutpie", "pymc"}
+        nutpie (default; its own diagonal metric, adapted from the Laplace draws where the
+        chains start) or PyMC's NUTS (a dense mass matrix started from the Laplace
+        covariance; continuations with one metric pooled from all chains' draws).
+    draws : int
+        Draws per chain between two convergence checks (500).
+    tune : int
+        Tuning steps per chain (500).
+    max_draws : int, optional
+        At most this many draws per chain (default: ``20 * draws``).
+    time_limit : float, optional
+        Seconds from the call. Sampling ends at the first check after it, keeping its draws
+        (never during tuning: a limit that passes while the model is built, the modes are
+        searched or the chains tune ends the run after their first draws). None: until
+        converged or ``max_draws``.
+    target_rhat, target_ess : float
+        The convergence target: R-hat <= ``target_rhat`` (1.01) and bulk and tail ESS >=
+        ``target_ess`` (400) for every estimated parameter, marginalised ones included.
+    target_accept : float
+        NUTS' target acceptance rate (0.8).
+    random_seed : int, optional
+        Seeds the multistart, the chain starts, the sampler and the recovery.
+    executor : None, concurrent.futures.Executor or dask.distributed.Client
+        Where the multistart's starts run (:func:`~pymc_odesens.inference.find_modes`;
+        ``None``: local worker processes). Only the multistart is distributed: the chains
+        run in this process (nutpie's threads) or in PyMC's local processes.
+    n_workers : int, optional
+        Local worker processes of the multistart when ``executor`` is None (default: the
+        CPU count, at most ``n_starts``; 1: in this process).
+    progressbar : bool
+        A line per phase and per check on stderr, and the sampler's progress bar.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior``: every estimated parameter by its id on its ``parameterScale``
+        (marginalised ones recovered), and the model's other variables;
+        ``sample_stats`` with the report in its ``attrs`` (:data:`REPORT_FIELDS`:
+        ``converged``, ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min``, the modes found
+        and ``multimodal``, the wall time of each phase, ...). A run that did not converge
+        returns its draws with ``converged = 0`` and says why on stderr.
+
+    Raises
+    ------
+    ValueError
+        An argument out of its range (named); a parameter of ``marginalize`` that cannot be
+        marginalised.
+    TypeError
+        ``problem`` is not a PetabProblem, ``executor`` of no known type, ``progressbar``
+        not a bool.
+    RuntimeError
+        No Laplace approximation at the best optimum (its Hessian is not negative
+        definite).
+    """
+    called = time.monotonic()
+    began = time.perf_counter()
+    _check_arguments(
+        problem,
+        marginalize,
+        sampler,
+        time_limit,
+        target_rhat,
+        target_ess,
+        executor,
+        progressbar,
+        target_accept,
+    )
+    n_starts = _positive_int("n_starts", n_starts)
+    chains = _positive_int("chains", chains, 2)
+    draws = _positive_int("draws", draws)
+    tune = _positive_int("tune", tune, 0)
+    if cores is not None:
+        cores = _positive_int("cores", cores)
+    max_draws = draws * 20 if max_draws is None else _positive_int("max_draws", max_draws)
+    if max_draws < draws:
+        raise ValueError(f"max_draws: expected at least draws ({draws}), got {max_draws}")
+    seeds = np.random.SeedSequence(random_seed).generate_state(3)
+    modes_seed, sampling_seed, recovery_seed = (int(s) for s in seeds)
+    if random_seed is None:
+        modes_seed = sampling_seed = recovery_seed = None
+    ids = list(problem.parameters.ids)
+    times = {}
+
+    # 1. the model
+    phase = time.perf_counter()
+    chosen = _marginalized_ids(problem, marginalize)
+    _say(
+        progressbar,
+        f"building the model of {problem.name}"
+        + ("" if chosen is None else " with marginalised observation parameters"),
+    )
+    model = None
+    if chosen is not None:
+        model = problem.build_model(marginalize=chosen, marginal_priors=marginal_priors)
+    elif marginal_priors is not None:
+        raise ValueError("marginal_priors: given, but no parameter is marginalised")
+    marginal = model is not None and bool(marginal_nodes(model))
+    marginalized = [pid for pid in ids if model is not None and pid not in model.named_vars]
+    times["time_model"] = time.perf_counter() - phase
+
+    # 2. the modes, on the full model
+    phase = time.perf_counter()
+    _say(progressbar, f"finding modes: {n_starts} starts from the prior")
+    modes = find_modes(
+        problem,
+        n_starts,
+        random_seed=modes_seed,
+        method=mode_method,
+        executor=executor,
+        n_workers=n_workers,
+    )
+    best = modes.best
+    times["time_modes"] = time.perf_counter() - phase
+    near = [c for c in modes.clusters if best.log_posterior - c.log_posterior <= MULTIMODAL_GAP]
+    _say(
+        progressbar,
+        f"{len(modes.clusters)} distinct optima from {n_starts} starts "
+        f"({len(modes.failed)} failed) in {times['time_modes']:.1f} s; best log-likelihood "
+        f"{best.log_likelihood:.6g}"
+        + (
+            f"; WARNING: {len(near)} optima within {MULTIMODAL_GAP} log-units of the best "
+            "(a multimodal posterior: chains may not meet)"
+            if len(near) > 1
+            else ""
+        ),
+    )
+
+    # 3. the start: Laplace at the sampled model's mode next to the best optimum
+    phase = time.perf_counter()
+    if model is None:
+        model = modes.model
+    start = modes.objective.sampler_point(best.x)
+    values = {v.name for v in model.value_vars}
+    start = {name: value for name, value in start.items() if name in values}
+    laplace = _laplace(model, start, marginal)
+    times["time_initialise"] = time.perf_counter() - phase
+    _say(
+        progressbar,
+        f"Laplace approximation ({laplace.hessian}) at the sampler's mode in "
+        f"{times['time_initialise']:.1f} s; sampling {chains} chains with {sampler}",
+    )
+
+    # 4. sampling, checks, continuations
+    step = None
+    if sampler == "pymc":
+        step = laplace.nuts_step(target_accept=target_accept)
+    idata, outcome = sample_until_converged(
+        model,
+        var_names=ids,
+        sampler=sampler,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        max_draws=max_draws,
+        time_limit=time_limit,
+        started=called,
+        target_rhat=target_rhat,
+        target_ess=target_ess,
+        random_seed=sampling_seed,
+        initvals=laplace.start_values(),
+        step=step,
+        target_accept=target_accept,
+        step_size_tune=min(100, max(tune, 1)),
+        extra_draws=_recovery(model, recovery_seed) if marginal else None,
+        progressbar=progressbar,
+    )
+    times["time_sampling"] = outcome.sampling_time
+    times["time_recovery"] = outcome.extra_time
+    wall = time.perf_counter() - began
+    checks = outcome.checks
+    attrs = {
+        "converged": int(outcome.converged),
+        "stopped_by": outcome.stopped_by,
+        "target_rhat": float(target_rhat),
+        "target_ess": float(target_ess),
+        "rhat_max": checks.rhat_max if checks else math.nan,
+        "rhat_variable": checks.rhat_variable if checks else "",
+        "ess_bulk_min": checks.ess_bulk_min if checks else math.nan,
+        "ess_bulk_variable": checks.ess_bulk_variable if checks else "",
+        "ess_tail_min": checks.ess_tail_min if checks else math.nan,
+        "ess_tail_variable": checks.ess_tail_variable if checks else "",
+        "divergences": checks.divergences if checks else 0,
+        "ess_per_second": (min(checks.ess_bulk_min, checks.ess_tail_min) / wall)
+        if checks
+        else math.nan,
+        "draws_per_chain": outcome.draws,
+        "convergence_checks": outcome.rounds,
+        "sampler": sampler,
+        "marginalized": marginalized,
+        "n_starts": n_starts,
+        "starts_failed": len(modes.failed),
+        "mode_method": modes.method,
+        "modes_found": len(modes.clusters),
+        "mode_log_posteriors": [float(c.log_posterior) for c in modes.clusters],
+        "mode_log_likelihoods": [float(c.log_likelihood) for c in modes.clusters],
+        "mode_sizes": [int(c.size) for c in modes.clusters],
+        "multimodal": int(len(near) > 1),
+        "laplace_hessian": laplace.hessian,
+        **times,
+        "wall_time": wall,
+    }
+    idata.sample_stats.attrs.update(attrs)
+    if outcome.converged:
+        verdict = "converged"
+    else:
+        verdict = f"NOT converged (stopped by {outcome.stopped_by})"
+    _say(
+        progressbar,
+        f"{verdict}: {outcome.draws} draws per chain; "
+        + (str(checks.lines()[0]) if checks else "no draws")
+        + f"; {wall:.1f} s in all",
+    )
+    return idata
