@@ -1,6 +1,7 @@
 """One call to a posterior (``sample_posterior``) on Boehm_JProteomeRes2014: every estimated
 parameter in the posterior (the marginalised ones recovered), an honest report, arguments
-refused by name; the slow test: Boehm converges to the targets."""
+refused by name (default run); the slow tests sample: a run stopped by its time limit
+reports honestly, Boehm converges to the targets, a Dask cluster gives the local bits."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def limited(boehm):
     )
 
 
+@pytest.mark.slow  # a (short) sampling run: python -m pytest -m slow
 def test_every_estimated_parameter_is_in_the_posterior(boehm, limited):
     posterior = limited.posterior
     for pid in boehm.parameters.ids:
@@ -60,6 +62,7 @@ def test_every_estimated_parameter_is_in_the_posterior(boehm, limited):
         assert np.all(np.abs(posterior[pid].values) <= 5.0), pid
 
 
+@pytest.mark.slow  # a (short) sampling run: python -m pytest -m slow
 def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     attrs = limited.sample_stats.attrs
     assert attrs["converged"] == 0
@@ -89,6 +92,7 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     assert math.isnan(attrs["ess_per_second"]) or attrs["ess_per_second"] >= 0
 
 
+@pytest.mark.slow  # a (short) sampling run: python -m pytest -m slow
 def test_the_result_can_be_written_as_netcdf(limited, tmp_path):
     import arviz as az
 
@@ -150,3 +154,26 @@ def test_boehm_converges(boehm, marginalize):
     summary = az.summary(idata, var_names=list(boehm.parameters.ids), round_to="none")
     assert summary["r_hat"].max() <= 1.01
     assert summary["ess_bulk"].min() >= 400 and summary["ess_tail"].min() >= 400
+
+
+@pytest.mark.slow  # two short sampling runs: python -m pytest -m slow
+def test_a_dask_cluster_gives_the_local_posterior_bit_for_bit(boehm, dask_client):
+    """``executor=`` (issue 39): the multistart on a 2-worker LocalCluster finds the same
+    optima, and the chains (nutpie, seeded) draw the same numbers, as the local run."""
+    settings = dict(
+        n_starts=4,
+        mode_method="L-BFGS-B",
+        chains=2,
+        draws=40,
+        tune=20,
+        max_draws=40,
+        random_seed=11,
+        progressbar=False,
+    )
+    local = sample_posterior(boehm, n_workers=1, **settings)
+    on_dask = sample_posterior(boehm, executor=dask_client, **settings)
+    a, b = local.sample_stats.attrs, on_dask.sample_stats.attrs
+    assert a["stopped_by"] == b["stopped_by"] == "max_draws"
+    assert list(a["mode_log_likelihoods"]) == list(b["mode_log_likelihoods"])
+    for pid in boehm.parameters.ids:
+        np.testing.assert_array_equal(local.posterior[pid].values, on_dask.posterior[pid].values)
