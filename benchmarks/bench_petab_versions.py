@@ -29,22 +29,13 @@ import time
 from pathlib import Path
 
 import common
+from bench_petab import PROBLEMS as BENCH_PETAB_PROBLEMS
 from common import print_table, progress
 
 HERE = Path(__file__).resolve().parent
 CANDIDATE = HERE.parent
-PROBLEMS = (
-    "Boehm_JProteomeRes2014",
-    "Fujita_SciSignal2010",
-    "Brannmark_JBC2010",
-    "Elowitz_Nature2000",
-    "Fiedler_BMCSystBiol2016",
-    "Schwen_PONE2014",
-    "Bachmann_MSB2011",
-    "Beer_MolBioSystems2014",
-    "Isensee_JCB2018",
-    "Chen_MSB2009",
-)
+# the ten problems of issue 36's speed check: bench_petab.py's nine and Chen
+PROBLEMS = (*BENCH_PETAB_PROBLEMS, "Chen_MSB2009")
 # Chen_MSB2009 failed at the default tolerances before that issue (bdf step-size underflow):
 # both versions are timed at the options its tests used then
 OPTIONS = {"Chen_MSB2009": {"relative_tolerance": 1e-8, "absolute_tolerance": 1e-8}}

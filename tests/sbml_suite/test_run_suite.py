@@ -15,7 +15,9 @@ CASES = ["00001", "00002", "00003", "00039"]
 @pytest.fixture(scope="module")
 def local_results():
     if not suite_directory().is_dir():
-        pytest.skip(f"SBML Test Suite not found at {suite_directory()}")
+        pytest.fail(
+            f"SBML Test Suite not found at {suite_directory()}; set PYMC_ODESENS_SBML_SUITE_DIR"
+        )
     return run_cases(CASES, workers=1)
 
 
