@@ -105,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--draws",
         type=int,
         default=None,
-        help="draws per chain (manual: 1000); recipe: between two convergence checks (500)",
+        help="draws per chain (manual: 1000); recipe: between two convergence checks "
+        "(100 with nutpie, 500 with pymc)",
     )
     parser.add_argument(
         "--tune", type=int, default=None, help="tuning steps per chain (manual 1000, recipe 500)"
@@ -217,7 +218,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--recipe posterior: {given[0]} belongs to --recipe manual")
     defaults = {
         "manual": {"draws": 1000, "tune": 1000, "target_accept": 0.9, "sampler": "pymc"},
-        "posterior": {"draws": 500, "tune": 500, "target_accept": 0.8, "sampler": "nutpie"},
+        "posterior": {"draws": None, "tune": 500, "target_accept": 0.8, "sampler": "nutpie"},
     }[args.recipe]
     for name, value in defaults.items():
         if getattr(args, name) is None:

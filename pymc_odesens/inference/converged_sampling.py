@@ -178,7 +178,11 @@ def sample_until_converged(
     chains : int
         At least 2.
     cores : int, optional
-        Chains run in parallel (nutpie's threads, PyMC's processes).
+        PyMC's processes (chains run in parallel). nutpie runs every chain at once, each in
+        its own thread, whatever ``cores`` says: the checks need every chain's draws as they
+        grow, and nutpie starts the chains beyond ``cores`` only once the first ones have
+        all their ``max_draws`` (measured on Boehm_JProteomeRes2014, 4 chains on 2 cores:
+        152 s of sampling to 600 draws per chain with 2 threads, against 60 s for 1000).
     max_draws : int
         At most this many draws per chain (at least ``draws``).
     time_limit : float, optional
@@ -220,7 +224,6 @@ def sample_until_converged(
             draws,
             tune,
             chains,
-            cores,
             max_draws,
             deadline,
             target_rhat,
@@ -314,7 +317,6 @@ def _nutpie_until_converged(
     draws,
     tune,
     chains,
-    cores,
     max_draws,
     deadline,
     target_rhat,
@@ -337,12 +339,13 @@ def _nutpie_until_converged(
         if random_seed is None
         else int(np.random.SeedSequence(random_seed).generate_state(1)[0])
     )
+    # every chain in a thread of its own (see `cores` in sample_until_converged)
     sampler = nutpie.sample(
         compiled,
         draws=max_draws,
         tune=tune,
         chains=chains,
-        cores=cores,
+        cores=chains,
         seed=seed,
         target_accept=target_accept,
         save_warmup=False,

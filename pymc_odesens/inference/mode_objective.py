@@ -264,6 +264,72 @@ class ModeObjective:
         x = np.array(self._draw_function(), dtype=float)
         return np.clip(x, self.lower, self.upper)
 
+    def start_vector(self, values: Mapping[str, object]) -> np.ndarray:
+        """The optimisation vector of a start given by the free variables' values.
+
+        Parameters
+        ----------
+        values : dict
+            Values on each variable's own scale (a PEtab parameter's ``parameterScale``),
+            by name; a variable left out takes the model's initial value (a PEtab model's
+            nominal value).
+
+        Raises
+        ------
+        ValueError
+            A name that is not a free variable, a value of the wrong shape, or a value that
+            is not finite or lies outside its bounds.
+        """
+        from pymc.initial_point import make_initial_point_fn
+
+        names = {c.name: c for c in self.coordinates}
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ValueError(
+                f"initial_points: {unknown} are not free variables of the model (expected "
+                f"names among {sorted(names)})"
+            )
+        overrides = {}
+        for name, value in values.items():
+            array = np.asarray(value, dtype=float)
+            if array.shape != names[name].shape:
+                raise ValueError(
+                    f"initial_points: {name!r} has shape {array.shape}, expected "
+                    f"{names[name].shape}"
+                )
+            if not np.all(np.isfinite(array)):
+                raise ValueError(f"initial_points: {name!r} is not finite: {value!r}")
+            overrides[name] = array
+        with self._lock:
+            points = [
+                make_initial_point_fn(
+                    model=self.model,
+                    overrides=overrides,
+                    jitter_rvs=set(),
+                    return_transformed=transformed,
+                )(0)
+                for transformed in (False, True)
+            ]
+        pieces = []
+        for c in self.coordinates:
+            if c.bounded:  # the value itself (as given: the point's is mapped back and forth)
+                value = overrides.get(c.name, points[0][c.name])
+            else:
+                value = points[1][c.value_variable]
+            pieces.append(np.asarray(value, dtype=float).ravel())
+        x = np.concatenate(pieces)
+        outside = [
+            c.name
+            for c in self.coordinates
+            if not np.all(
+                (x[c.start : c.stop] >= self.lower[c.start : c.stop])
+                & (x[c.start : c.stop] <= self.upper[c.start : c.stop])
+            )
+        ]
+        if outside:
+            raise ValueError(f"initial_points: {outside} lie outside their bounds")
+        return x
+
     def _values(self):
         """Function ``x -> each free variable's value on its own scale``."""
         with self._lock:

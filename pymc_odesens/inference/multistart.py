@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,13 +49,15 @@ class StartTask:
     key : str
         The factory's digest (the worker's cache key for the compiled objective).
     index : int
-        The start's index (0 to ``n_starts - 1``).
+        The start's index (0 to ``n_starts - 1``; given starts after them).
     seed : numpy.random.SeedSequence
         The start's seed (its draw from the prior).
     method : str
     max_iterations : int
     gradient_tolerance : float
     compile_kwargs : tuple of (str, value)
+    x0 : numpy.ndarray, optional
+        A given start (optimisation coordinates) instead of a draw from the prior.
     """
 
     factory: Callable
@@ -66,6 +68,7 @@ class StartTask:
     max_iterations: int
     gradient_tolerance: float
     compile_kwargs: tuple = field(default=())
+    x0: np.ndarray | None = None
 
 
 # per process: compiled objectives by (factory digest, compile_kwargs), shared by the
@@ -94,7 +97,7 @@ def run_start(task: StartTask) -> StartResult:
     x0 = None
     try:
         objective = _objective(task)
-        x0 = objective.draw_start(task.seed)
+        x0 = objective.draw_start(task.seed) if task.x0 is None else np.array(task.x0)
         run = maximise_from(
             objective, x0, task.method, task.max_iterations, task.gradient_tolerance
         )
@@ -156,6 +159,7 @@ def find_modes(
     objective_tolerance: float = 1e-3,
     parameter_tolerance: float = 1e-2,
     compile_kwargs: Mapping | None = None,
+    initial_points: Sequence[Mapping] | None = None,
 ) -> ModeSearchResult:
     """Multistart maximisation of the log-posterior from draws of the prior.
 
@@ -168,7 +172,7 @@ def find_modes(
     n_starts : int
         Number of starts, each drawn from the prior (for a PEtab problem: the parameter
         table's priors, uniform on each parameter's scale within its bounds where none is
-        given).
+        given). 0 is allowed when ``initial_points`` are given.
     random_seed : int, optional
         Start ``i`` uses the ``i``-th child of ``np.random.SeedSequence(random_seed)``.
     method : {"auto", "trust-region-fisher", "L-BFGS-B"}
@@ -178,7 +182,7 @@ def find_modes(
         else ``"L-BFGS-B"``.
     n_workers : int, optional
         Local worker processes when ``executor`` is None (default: the machine's CPU count,
-        at most ``n_starts``). 1 runs the starts in this process.
+        at most the number of starts). 1 runs the starts in this process.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where the starts run (:func:`~pymc_odesens.inference.executors.work_executor`):
         ``None``, local processes; any executor (a thread or process pool); a Dask client,
@@ -195,6 +199,12 @@ def find_modes(
         ``parameter_tolerance`` in every component.
     compile_kwargs : dict, optional
         PyTensor's compile arguments of the log-posterior (default: PyTensor's default mode).
+    initial_points : sequence of dict, optional
+        Starts given by the user (pyPESTO's ``x_guesses``), in addition to the ``n_starts``
+        drawn ones: each a dict of free variables' values on their own scale by name (for a
+        PEtab problem, parameter ids on their ``parameterScale``; a variable left out takes
+        the model's initial value, a PEtab parameter's nominal value). They are starts
+        ``n_starts``, ``n_starts + 1``, ... of the result.
 
     Returns
     -------
@@ -205,21 +215,32 @@ def find_modes(
     Raises
     ------
     ValueError
-        Invalid ``n_starts``, ``method``, ``n_workers`` or tolerances (named); a model with
-        discrete free variables.
+        Invalid ``n_starts``, ``method``, ``n_workers``, tolerances or ``initial_points``
+        (named); a model with discrete free variables.
     TypeError
         ``problem_or_model`` or ``executor`` of the wrong type.
     WorkerLostError, ClusterUnavailableError
         The workers kept dying, or the cluster is gone
         (:mod:`pymc_odesens.inference.executors`).
     """
-    if not isinstance(n_starts, int | np.integer) or n_starts < 1:
-        raise ValueError(f"n_starts: expected a positive integer, got {n_starts!r}")
+    given = list(initial_points or ())
+    if not all(isinstance(point, Mapping) for point in given):
+        raise ValueError(
+            f"initial_points: expected a sequence of dicts of values by name, got "
+            f"{initial_points!r}"
+        )
+    least = 0 if given else 1
+    if isinstance(n_starts, bool) or not isinstance(n_starts, int | np.integer) or n_starts < least:
+        raise ValueError(
+            f"n_starts: expected an integer >= {least}"
+            + (" (0 only with initial_points)" if not given else "")
+            + f", got {n_starts!r}"
+        )
     if method != "auto" and method not in LOCAL_METHODS:
         raise ValueError(f"method: expected 'auto' or one of {LOCAL_METHODS}, got {method!r}")
     check_executor(executor)
     if n_workers is None:
-        n_workers = min(n_starts, os.cpu_count() or 1)
+        n_workers = min(n_starts + len(given), os.cpu_count() or 1)
     if not isinstance(n_workers, int | np.integer) or n_workers < 1:
         raise ValueError(f"n_workers: expected a positive integer, got {n_workers!r}")
     for name, value in (
@@ -239,10 +260,14 @@ def find_modes(
     elif method == "trust-region-fisher":
         # an unsupported likelihood is an error of the call, not n_starts failed starts
         likelihood_terms(model)
-    seeds = np.random.SeedSequence(random_seed).spawn(n_starts)
+    # the drawn starts' seeds do not depend on how many starts are given
+    seeds = np.random.SeedSequence(random_seed).spawn(n_starts + len(given))
+    starts = [None] * n_starts + [objective.start_vector(point) for point in given]
     tasks = [
-        StartTask(factory, key, i, seed, method, max_iterations, gradient_tolerance, compile_items)
-        for i, seed in enumerate(seeds)
+        StartTask(
+            factory, key, i, seed, method, max_iterations, gradient_tolerance, compile_items, x0
+        )
+        for i, (seed, x0) in enumerate(zip(seeds, starts))
     ]
     # n_workers=1 without an executor: in this process, on the model the factory builds (as
     # a worker would: the same graph, the same bits), compiled once per process

@@ -33,10 +33,19 @@ import pymc as pm
 from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
 from pymc_odesens.inference.executor_choice import check_executor
 from pymc_odesens.inference.laplace_start import laplace_approximation
-from pymc_odesens.inference.marginal_recovery import marginal_nodes, recover_marginalized
+from pymc_odesens.inference.marginal_recovery import MarginalRecovery, marginal_nodes
 from pymc_odesens.inference.multistart import find_modes
 
-__all__ = ["MULTIMODAL_GAP", "REPORT_FIELDS", "sample_posterior"]
+__all__ = ["CHECK_EVERY", "MAX_DRAWS", "MULTIMODAL_GAP", "REPORT_FIELDS", "sample_posterior"]
+
+CHECK_EVERY = {"nutpie": 100, "pymc": 500}
+"""Default ``draws`` between two convergence checks, by sampler. nutpie's chains go on while
+the trace is checked, so a check every 100 draws ends a run close to where it first meets
+its targets (at most 99 draws per chain late); PyMC's NUTS is stopped and continued at each
+check, which costs a restart of its processes."""
+
+MAX_DRAWS = 10000
+"""Default ``max_draws`` per chain."""
 
 MULTIMODAL_GAP = 5.0
 """Optima whose log-posteriors are within this many log-units of the best one's, but whose
@@ -61,7 +70,9 @@ REPORT_FIELDS = {
     "convergence_checks": "checks made (one every `draws` draws per chain)",
     "sampler": "'nutpie' or 'pymc'",
     "marginalized": "the marginalised parameter ids (recovered into the posterior)",
-    "n_starts": "multistart starts",
+    "n_starts": "multistart starts drawn from the prior",
+    "nominal_start": "1 if the nominal values were a start too",
+    "best_start": "where the best optimum's start came from: 'nominal' or 'prior draw'",
     "starts_failed": "starts that failed",
     "mode_method": "the local optimiser of the multistart",
     "modes_found": "clusters of optima (distinct optima) found",
@@ -101,6 +112,7 @@ def _check_arguments(
     executor,
     progressbar,
     target_accept,
+    nominal_start,
 ) -> None:
     if not (hasattr(problem, "build_model") and hasattr(problem, "observation_analysis")):
         raise TypeError(
@@ -135,7 +147,26 @@ def _check_arguments(
         raise ValueError(f"target_accept: expected a number in (0, 1), got {target_accept!r}")
     if not isinstance(progressbar, bool):
         raise TypeError(f"progressbar: expected True or False, got {progressbar!r}")
+    if not isinstance(nominal_start, bool):
+        raise TypeError(f"nominal_start: expected True or False, got {nominal_start!r}")
     check_executor(executor)
+
+
+def _nominal_start(problem) -> dict | None:
+    """The estimated parameters' nominal values on their scale, when every one is given and
+    lies within its bounds (else None: no such start)."""
+    import petab.v1 as petab
+
+    parameters = problem.parameters
+    values = {}
+    for pid, scale, value, low, high in zip(
+        parameters.ids, parameters.scales, parameters.nominal, parameters.lower, parameters.upper
+    ):
+        lower, upper = petab.scale(float(low), scale), petab.scale(float(high), scale)
+        if not (math.isfinite(value) and lower <= value <= upper):
+            return None
+        values[pid] = float(value)
+    return values
 
 
 def _marginalized_ids(problem, marginalize) -> tuple[str, ...] | None:
@@ -154,15 +185,11 @@ def _recovery(model: pm.Model, random_seed):
 
     rng = np.random.default_rng(random_seed)
     free = {rv.name for rv in model.free_RVs}
+    recovery = MarginalRecovery(model, compile_kwargs={"mode": "NUMBA"})  # compiled once
 
     def extra_draws(stretch):
         sampled = stretch[[name for name in stretch.data_vars if name in free]]
-        idata = recover_marginalized(
-            az.InferenceData(posterior=sampled),
-            model,
-            random_seed=rng,
-            compile_kwargs={"mode": "NUMBA"},
-        )
+        idata = recovery(az.InferenceData(posterior=sampled), random_seed=rng)
         added = [name for name in idata.posterior.data_vars if name not in sampled.data_vars]
         return idata.posterior[added]
 
@@ -192,11 +219,12 @@ def sample_posterior(
     marginalize="auto",
     marginal_priors: Mapping | None = None,
     n_starts: int = 10,
+    nominal_start: bool = True,
     mode_method: str = "auto",
     chains: int = 4,
     cores: int | None = None,
     sampler: str = "nutpie",
-    draws: int = 500,
+    draws: int | None = None,
     tune: int = 500,
     max_draws: int | None = None,
     time_limit: float | None = None,
@@ -230,23 +258,29 @@ def sample_posterior(
         (:meth:`PetabProblem.build_model`).
     n_starts : int
         Multistart starts, drawn from the prior (10).
+    nominal_start : bool
+        Start the multistart at the parameter table's ``nominalValue`` too (pyPESTO's
+        ``x_guesses``; the collection's problems give their published best fit there), when
+        every estimated parameter has one within its bounds (True).
     mode_method : str
         The multistart's local optimiser (:func:`~pymc_odesens.inference.find_modes`).
     chains : int
         At least 2 (4).
     cores : int, optional
-        Chains sampled in parallel (nutpie: threads of this process; PyMC: processes);
-        default: as many as the machine has CPUs, at most ``chains``.
+        PyMC's NUTS: chains sampled in parallel processes (default: as many as the machine
+        has CPUs, at most ``chains``). nutpie runs every chain at once in a thread of this
+        process (the convergence checks need all chains' draws as they grow).
     sampler : {"nutpie", "pymc"}
         nutpie (default; its own diagonal metric, adapted from the Laplace draws where the
         chains start) or PyMC's NUTS (a dense mass matrix started from the Laplace
         covariance; continuations with one metric pooled from all chains' draws).
-    draws : int
-        Draws per chain between two convergence checks (500).
+    draws : int, optional
+        Draws per chain between two convergence checks (default :data:`CHECK_EVERY`: 100
+        with nutpie, 500 with PyMC's NUTS).
     tune : int
         Tuning steps per chain (500).
     max_draws : int, optional
-        At most this many draws per chain (default: ``20 * draws``).
+        At most this many draws per chain (default: 10000, at least ``draws``).
     time_limit : float, optional
         Seconds from the call. Sampling ends at the first check after it, keeping its draws
         (never during tuning: a limit that passes while the model is built, the modes are
@@ -303,14 +337,19 @@ def sample_posterior(
         executor,
         progressbar,
         target_accept,
+        nominal_start,
     )
     n_starts = _positive_int("n_starts", n_starts)
     chains = _positive_int("chains", chains, 2)
+    if draws is None:
+        draws = CHECK_EVERY[sampler]
     draws = _positive_int("draws", draws)
     tune = _positive_int("tune", tune, 0)
     if cores is not None:
         cores = _positive_int("cores", cores)
-    max_draws = draws * 20 if max_draws is None else _positive_int("max_draws", max_draws)
+    if max_draws is None:
+        max_draws = max(MAX_DRAWS, draws)
+    max_draws = _positive_int("max_draws", max_draws)
     if max_draws < draws:
         raise ValueError(f"max_draws: expected at least draws ({draws}), got {max_draws}")
     seeds = np.random.SeedSequence(random_seed).generate_state(3)
@@ -339,7 +378,13 @@ def sample_posterior(
 
     # 2. the modes, on the full model
     phase = time.perf_counter()
-    _say(progressbar, f"finding modes: {n_starts} starts from the prior")
+    given = [_nominal_start(problem)] if nominal_start else []
+    given = [point for point in given if point is not None]
+    _say(
+        progressbar,
+        f"finding modes: {n_starts} starts from the prior"
+        + (" and one at the nominal values" if given else ""),
+    )
     modes = find_modes(
         problem,
         n_starts,
@@ -347,6 +392,7 @@ def sample_posterior(
         method=mode_method,
         executor=executor,
         n_workers=n_workers,
+        initial_points=given,
     )
     best = modes.best
     times["time_modes"] = time.perf_counter() - phase
@@ -428,6 +474,8 @@ def sample_posterior(
         "sampler": sampler,
         "marginalized": marginalized,
         "n_starts": n_starts,
+        "nominal_start": int(bool(given)),
+        "best_start": "nominal" if best.index >= n_starts else "prior draw",
         "starts_failed": len(modes.failed),
         "mode_method": modes.method,
         "modes_found": len(modes.clusters),

@@ -12,6 +12,7 @@ import pytest
 from scipy import integrate
 
 from pymc_odesens import InverseGammaPrior, NormalPrior, marginal_normal, recover_marginalized
+from pymc_odesens.inference.marginal_recovery import MarginalRecovery
 from tests.marginal_quadrature import inverse_gamma_logpdf, normal_logpdf, reference_variance
 
 TIMES = np.linspace(0.2, 3.0, 12)
@@ -118,6 +119,12 @@ def test_names_dims_seeds_and_the_linear_option():
     with model:  # the model from the context
         other = recover_marginalized(_posterior(np.full((2, 5), 0.8)), random_seed=2)
     assert not np.array_equal(other.posterior["y_scale"], posterior["y_scale"])
+    # compiled once, applied to stretches of draws: the same bits as one call per stretch
+    recovery = MarginalRecovery(model)
+    rng = np.random.default_rng(1)
+    pieces = [recovery(_posterior(np.full((2, 5), 0.8)), random_seed=rng) for _ in range(2)]
+    np.testing.assert_array_equal(pieces[0].posterior["y_scale"], posterior["y_scale"])
+    assert not np.array_equal(pieces[1].posterior["y_scale"], posterior["y_scale"])
 
 
 def test_a_log_scaling_is_reported_as_its_value():

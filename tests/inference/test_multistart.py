@@ -192,3 +192,51 @@ def test_the_fisher_trust_region_refuses_an_unsupported_likelihood_by_name():
         find_modes(model, 2, method="trust-region-fisher", n_workers=1)
     # "auto" takes L-BFGS-B there
     assert find_modes(model, 1, n_workers=1).method == "L-BFGS-B"
+
+
+def test_given_starts_run_after_the_drawn_ones_which_do_not_change():
+    # y ~ Normal(a^2, 0.1): modes at a = +-sqrt(2); a start at a = -1 climbs to -sqrt(2)
+    with pm.Model() as model:
+        a = pm.Uniform("a", -3.0, 3.0)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", a**2, 0.1 * s, observed=[2.0])
+    drawn = find_modes(model, 3, random_seed=4, n_workers=1, method="L-BFGS-B")
+    both = find_modes(
+        model,
+        3,
+        random_seed=4,
+        n_workers=1,
+        method="L-BFGS-B",
+        initial_points=[{"a": -1.0, "s": 0.5}, {"a": 1.2}],
+    )
+    assert sorted(r.index for r in both.starts) == [0, 1, 2, 3, 4]
+    by_index = {r.index: r for r in both.starts}
+    for r in drawn.starts:  # the drawn starts' draws and optima are the same bits
+        np.testing.assert_array_equal(by_index[r.index].start, r.start)
+        np.testing.assert_array_equal(by_index[r.index].x, r.x)
+    # a bounded coordinate starts at the value itself, s (log coordinate) at log(0.5); a
+    # variable left out starts at the model's initial value
+    np.testing.assert_allclose(by_index[3].start, [-1.0, math.log(0.5)])
+    default_s = model.initial_point()["s_log__"]
+    np.testing.assert_allclose(by_index[4].start, [1.2, default_s])
+    assert by_index[3].parameters["a"] == pytest.approx(-math.sqrt(2), abs=1e-5)
+    assert by_index[4].parameters["a"] == pytest.approx(math.sqrt(2), abs=1e-5)
+    only = find_modes(model, 0, n_workers=1, method="L-BFGS-B", initial_points=[{"a": -1.0}])
+    assert [r.index for r in only.starts] == [0]
+    assert only.best.parameters["a"] == pytest.approx(-math.sqrt(2), abs=1e-5)
+
+
+def test_given_starts_are_checked_by_name():
+    model = line_model()
+    with pytest.raises(ValueError, match=r"initial_points: \['c'\] are not free variables"):
+        find_modes(model, 1, n_workers=1, initial_points=[{"c": 1.0}])
+    with pytest.raises(ValueError, match=r"initial_points: \['a'\] lie outside their bounds"):
+        find_modes(model, 1, n_workers=1, initial_points=[{"a": 11.0}])
+    with pytest.raises(ValueError, match="initial_points: 'b' is not finite"):
+        find_modes(model, 1, n_workers=1, initial_points=[{"b": np.nan}])
+    with pytest.raises(ValueError, match=r"initial_points: 'a' has shape \(2,\), expected \(\)"):
+        find_modes(model, 1, n_workers=1, initial_points=[{"a": [1.0, 2.0]}])
+    with pytest.raises(ValueError, match="initial_points: expected a sequence of dicts"):
+        find_modes(model, 1, n_workers=1, initial_points=[[1.0, 0.0, 0.5]])
+    with pytest.raises(ValueError, match=r"n_starts: expected an integer >= 1 \(0 only with"):
+        find_modes(model, 0, n_workers=1)

@@ -5,13 +5,15 @@ reports honestly, Boehm converges to the targets, a Dask cluster gives the local
 
 from __future__ import annotations
 
+import copy
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from pymc_odesens.petab import PetabProblem, sample_posterior
-from pymc_odesens.petab.posterior import REPORT_FIELDS
+from pymc_odesens.petab.posterior import REPORT_FIELDS, _nominal_start
 from tests.petab.benchmark_collection import problem_yaml
 
 BOEHM = "Boehm_JProteomeRes2014"
@@ -121,6 +123,7 @@ def test_the_result_can_be_written_as_netcdf(limited, tmp_path):
         ("cores", 0, ValueError, "cores: expected an integer >= 1"),
         ("executor", "dask", TypeError, "executor: expected None"),
         ("progressbar", "yes", TypeError, "progressbar: expected True or False"),
+        ("nominal_start", 1, TypeError, "nominal_start: expected True or False"),
     ],
 )
 def test_arguments_are_refused_by_name(boehm, argument, value, error, message):
@@ -129,6 +132,21 @@ def test_arguments_are_refused_by_name(boehm, argument, value, error, message):
         kwargs["draws"] = 20
     with pytest.raises(error, match=message):
         sample_posterior(boehm, **kwargs)
+
+
+def test_the_nominal_start_is_the_parameter_tables_values_within_their_bounds(boehm):
+    start = _nominal_start(boehm)
+    assert list(start) == list(boehm.parameters.ids)
+    np.testing.assert_array_equal(list(start.values()), boehm.parameters.nominal)
+    # Boehm's best fit is its nominal values: k_exp_hetero just inside its lower bound
+    assert -5.0 < start["k_exp_hetero"] < -4.999
+    outside = copy.copy(boehm)
+    nominal = boehm.parameters.nominal.copy()
+    nominal[0] = math.log10(boehm.parameters.upper[0]) + 1.0
+    object.__setattr__(outside, "parameters", replace(boehm.parameters, nominal=nominal))
+    assert _nominal_start(outside) is None
+    nominal[0] = math.nan
+    assert _nominal_start(outside) is None
 
 
 def test_a_parameter_that_cannot_be_marginalised_is_named(boehm):
