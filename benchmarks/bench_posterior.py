@@ -155,6 +155,7 @@ def row(result: dict) -> list:
             "-",
             "-",
             "-",
+            "-",
         ]
     return [
         result["problem"],
@@ -164,6 +165,9 @@ def row(result: dict) -> list:
         f"{r['rhat_max']:.4f}" if r.get("rhat_max") is not None else "-",
         f"{min(r['ess_bulk_min'], r['ess_tail_min']):.0f}" if r.get("ess_bulk_min") else "-",
         f"{r['ess_per_second']:.2f}" if r.get("ess_per_second") is not None else "-",
+        f"{min(r['ess_bulk_min'], r['ess_tail_min']) / r['time_sampling']:.2f}"
+        if r.get("ess_bulk_min") and r.get("time_sampling")
+        else "-",
         f"{r['modes_found']}" + (" multimodal" if r.get("multimodal") else ""),
         f"{r['draws_per_chain']}",
     ]
@@ -199,6 +203,7 @@ def main(argv=None) -> dict:
             "R-hat max",
             "min ESS",
             "min ESS/s",
+            "per s of sampling",
             "modes",
             "draws/chain",
         ],
