@@ -86,6 +86,30 @@ class ConvergedSampling:
     history: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`sample_until_converged` passes to its sampler's loop (its arguments,
+    the deadline on ``time.monotonic()`` and the extra variables' accumulator)."""
+
+    model: pm.Model
+    var_names: Sequence[str]
+    draws: int
+    tune: int
+    chains: int
+    cores: int | None
+    max_draws: int
+    deadline: float | None
+    target_rhat: float
+    target_ess: float
+    random_seed: int | None
+    initvals: Mapping | None
+    step: object
+    target_accept: float
+    step_size_tune: int
+    extras: _Extras
+    progressbar: bool
+
+
 def _meets(checks: ConvergenceReport, target_rhat: float, target_ess: float) -> bool:
     values = (checks.rhat_max, checks.ess_bulk_min, checks.ess_tail_min)
     if not all(math.isfinite(v) for v in values):
@@ -217,43 +241,29 @@ def sample_until_converged(
     deadline = None if time_limit is None else started + time_limit
     extras = _Extras(extra_draws)
     began = time.perf_counter()
+    plan = _Plan(
+        model=model,
+        var_names=var_names,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        max_draws=max_draws,
+        deadline=deadline,
+        target_rhat=target_rhat,
+        target_ess=target_ess,
+        random_seed=random_seed,
+        initvals=initvals,
+        step=step,
+        target_accept=target_accept,
+        step_size_tune=step_size_tune,
+        extras=extras,
+        progressbar=progressbar,
+    )
     if sampler == "nutpie":
-        idata, outcome = _nutpie_until_converged(
-            model,
-            var_names,
-            draws,
-            tune,
-            chains,
-            max_draws,
-            deadline,
-            target_rhat,
-            target_ess,
-            random_seed,
-            initvals,
-            target_accept,
-            extras,
-            progressbar,
-        )
+        idata, outcome = _nutpie_until_converged(plan)
     elif sampler == "pymc":
-        idata, outcome = _pymc_until_converged(
-            model,
-            var_names,
-            draws,
-            tune,
-            chains,
-            cores,
-            max_draws,
-            deadline,
-            target_rhat,
-            target_ess,
-            random_seed,
-            initvals,
-            step,
-            target_accept,
-            step_size_tune,
-            extras,
-            progressbar,
-        )
+        idata, outcome = _pymc_until_converged(plan)
     else:
         raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
     outcome.extra_time = extras.seconds
@@ -261,11 +271,11 @@ def sample_until_converged(
     return idata, outcome
 
 
-def _check_round(extras, posterior, stats, upto, var_names, target_rhat, target_ess, history):
-    extras.extend(posterior, upto)
-    checks = _checked(extras.joined(posterior, upto), stats, var_names)
+def _check_round(plan: _Plan, posterior, stats, upto, history):
+    plan.extras.extend(posterior, upto)
+    checks = _checked(plan.extras.joined(posterior, upto), stats, plan.var_names)
     history.append((upto, checks.rhat_max, checks.ess_bulk_min, checks.ess_tail_min))
-    return checks, _meets(checks, target_rhat, target_ess)
+    return checks, _meets(checks, plan.target_rhat, plan.target_ess)
 
 
 def _round_line(checks: ConvergenceReport, upto: int, met: bool) -> str:
@@ -311,22 +321,15 @@ def _finished(sampler) -> bool:
         return False
 
 
-def _nutpie_until_converged(
-    model,
-    var_names,
-    draws,
-    tune,
-    chains,
-    max_draws,
-    deadline,
-    target_rhat,
-    target_ess,
-    random_seed,
-    initvals,
-    target_accept,
-    extras,
-    progressbar,
-):
+def _nutpie_until_converged(plan: _Plan):
+    model, draws, tune, chains = plan.model, plan.draws, plan.tune, plan.chains
+    max_draws, deadline, random_seed = plan.max_draws, plan.deadline, plan.random_seed
+    initvals, target_accept, extras, progressbar = (
+        plan.initvals,
+        plan.target_accept,
+        plan.extras,
+        plan.progressbar,
+    )
     import nutpie
 
     compile_kwargs = {"jitter_rvs": set()}
@@ -373,13 +376,10 @@ def _nutpie_until_converged(
             if have >= next_check:
                 upto = next_check
                 checks, met = _check_round(
-                    extras,
+                    plan,
                     trace.posterior,
                     trace.sample_stats,
                     upto,
-                    var_names,
-                    target_rhat,
-                    target_ess,
                     history,
                 )
                 _say(progressbar, _round_line(checks, upto, met))
@@ -394,13 +394,10 @@ def _nutpie_until_converged(
             if late:
                 upto = have
                 checks, met = _check_round(
-                    extras,
+                    plan,
                     trace.posterior,
                     trace.sample_stats,
                     upto,
-                    var_names,
-                    target_rhat,
-                    target_ess,
                     history,
                 )
                 stopped_by = "converged" if met else "time limit"
@@ -417,13 +414,10 @@ def _nutpie_until_converged(
         upto = _posterior_draws(trace.posterior)
         if upto:
             checks, met = _check_round(
-                extras,
+                plan,
                 trace.posterior,
                 trace.sample_stats,
                 upto,
-                var_names,
-                target_rhat,
-                target_ess,
                 history,
             )
     # nutpie also records the value variables (transformed scale): PyMC's names only
@@ -469,25 +463,23 @@ def _add_data_groups(idata: az.InferenceData, model: pm.Model) -> None:
         idata.add_groups(groups)
 
 
-def _pymc_until_converged(
-    model,
-    var_names,
-    draws,
-    tune,
-    chains,
-    cores,
-    max_draws,
-    deadline,
-    target_rhat,
-    target_ess,
-    random_seed,
-    initvals,
-    step,
-    target_accept,
-    step_size_tune,
-    extras,
-    progressbar,
-):
+def _pymc_until_converged(plan: _Plan):
+    model, draws, tune, chains, cores = (
+        plan.model,
+        plan.draws,
+        plan.tune,
+        plan.chains,
+        plan.cores,
+    )
+    max_draws, deadline, random_seed = plan.max_draws, plan.deadline, plan.random_seed
+    initvals, step, target_accept, step_size_tune, extras, progressbar = (
+        plan.initvals,
+        plan.step,
+        plan.target_accept,
+        plan.step_size_tune,
+        plan.extras,
+        plan.progressbar,
+    )
     if step is None:
         step = pm.NUTS(model=model, target_accept=target_accept, compile_kwargs={"mode": "NUMBA"})
     seeds = np.random.SeedSequence(random_seed).generate_state(64)
@@ -521,9 +513,7 @@ def _pymc_until_converged(
         rounds += 1
         stats = idata.sample_stats if "sample_stats" in idata.groups() else None
         upto = idata.posterior.sizes["draw"]
-        checks, met = _check_round(
-            extras, idata.posterior, stats, upto, var_names, target_rhat, target_ess, history
-        )
+        checks, met = _check_round(plan, idata.posterior, stats, upto, history)
         _say(progressbar, _round_line(checks, upto, met))
         if met:
             stopped_by = "converged"

@@ -40,6 +40,7 @@ from __future__ import annotations
 import abc
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
@@ -202,6 +203,22 @@ def _max_workers(executor: Executor) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
+def _script_hint() -> str:
+    """For a call from a script: the guard that spawned workers need (they import the
+    script; Python refuses to start them from an unguarded top level, and the pool breaks
+    before any work unit runs)."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if script is None or getattr(main, "__spec__", None) is not None:
+        return ""
+    return (
+        f". If {os.path.basename(script)!r} makes this call at its top level, put it under "
+        '`if __name__ == "__main__":` (each worker is a spawned process that imports the '
+        "script; Python refuses to start workers from an unguarded top level, and their "
+        "errors are printed above)"
+    )
+
+
 class PoolExecutor(WorkExecutor):
     """Units on a :class:`concurrent.futures.Executor`.
 
@@ -277,7 +294,7 @@ class PoolExecutor(WorkExecutor):
                 f"{self.description}: a worker process died while running work unit(s) "
                 f"{names}, each submitted {self.retries + 1} times (retries={self.retries}); "
                 "a unit that kills its process every time (memory, a crash in compiled code) "
-                "is not run again"
+                "is not run again" + _script_hint()
             )
         return WorkerLostError(
             f"{self.description}: the executor passed in broke (a worker process died) "

@@ -22,6 +22,7 @@ ModeObjective` with its exact gradient, inside the bounds of its bounded coordin
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ class LocalRun:
     message : str
         The method's message.
     iterations : int
+        0 for a run stopped by its time limit (scipy does not report them then).
     evaluations : int
         Calls of the log-posterior (with its gradient, and for the trust region its
         Fisher information).
@@ -59,18 +61,27 @@ class LocalRun:
     evaluations: int
 
 
-class _Counted:
-    """Minus the log-posterior for scipy, counted, cached at the last point."""
+class _OutOfTime(Exception):
+    """The start's time limit passed before a new evaluation."""
 
-    def __init__(self, objective, with_metric: bool) -> None:
+
+class _Counted:
+    """Minus the log-posterior for scipy, counted, cached at the last point; the best finite
+    point so far kept; no new evaluation after ``deadline`` (``time.monotonic()``)."""
+
+    def __init__(self, objective, with_metric: bool, deadline: float | None = None) -> None:
         self.objective = objective
         self.with_metric = with_metric
+        self.deadline = deadline
         self.evaluations = 0
+        self.best_value, self.best_x = -math.inf, None
         self._x = None
         self._result = None
 
     def _at(self, x):
         if self._x is None or not np.array_equal(x, self._x):
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise _OutOfTime
             self.evaluations += 1
             if self.with_metric:
                 value, gradient, metric = self.objective.fisher_information(x)
@@ -81,6 +92,8 @@ class _Counted:
                 finite = bool(np.all(np.isfinite(metric)))
             self._x = np.array(x, dtype=float)
             self._result = (value, gradient, metric, finite)
+            if finite and value > self.best_value:
+                self.best_value, self.best_x = value, self._x
         return self._result
 
     def value_and_gradient(self, x):
@@ -117,6 +130,7 @@ def maximise_from(
     method: str = "L-BFGS-B",
     max_iterations: int = 2000,
     gradient_tolerance: float = 1e-6,
+    time_limit: float | None = None,
 ) -> LocalRun:
     """Maximise ``objective``'s log-posterior from ``x0`` with ``method``.
 
@@ -130,6 +144,9 @@ def maximise_from(
         Iterations of the method (over its restarts).
     gradient_tolerance : float
         Converged when the projected gradient's largest component is below this.
+    time_limit : float, optional
+        Seconds: no new evaluation starts after them; the run then ends, not converged, at
+        the best point it evaluated (one evaluation in progress is not interrupted).
 
     Raises
     ------
@@ -137,19 +154,29 @@ def maximise_from(
         The log-posterior is not finite at ``x0`` (the message says so).
     """
     x0 = np.clip(np.asarray(x0, dtype=float), objective.lower, objective.upper)
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     counted = _Counted(objective, with_metric=method == "trust-region-fisher")
     value, gradient = counted.value_and_gradient(x0)
+    counted.deadline = deadline  # the start itself is always evaluated
     if not math.isfinite(value):
         raise ValueError(
             "the log-posterior is not finite at the start (a failed solve, or a value outside "
             "the support)"
         )
     bounds = Bounds(objective.lower, objective.upper)
-    if method == "L-BFGS-B":
-        return _lbfgsb(counted, x0, bounds, max_iterations, gradient_tolerance)
-    if method == "trust-region-fisher":
-        return _trust_region(counted, x0, bounds, max_iterations, gradient_tolerance)
-    raise ValueError(f"method: expected one of {LOCAL_METHODS}, got {method!r}")
+    if method not in LOCAL_METHODS:
+        raise ValueError(f"method: expected one of {LOCAL_METHODS}, got {method!r}")
+    run = _lbfgsb if method == "L-BFGS-B" else _trust_region
+    try:
+        return run(counted, x0, bounds, max_iterations, gradient_tolerance)
+    except _OutOfTime:
+        return LocalRun(
+            counted.best_x,
+            False,
+            f"stopped by the start's time limit ({time_limit:g} s)",
+            0,
+            counted.evaluations,
+        )
 
 
 def _lbfgsb(counted, x, bounds, max_iterations, gradient_tolerance) -> LocalRun:

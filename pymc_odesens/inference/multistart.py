@@ -58,6 +58,8 @@ class StartTask:
     compile_kwargs : tuple of (str, value)
     x0 : numpy.ndarray, optional
         A given start (optimisation coordinates) instead of a draw from the prior.
+    time_limit : float, optional
+        Seconds of the local optimisation (after the worker's compile).
     """
 
     factory: Callable
@@ -69,6 +71,7 @@ class StartTask:
     gradient_tolerance: float
     compile_kwargs: tuple = field(default=())
     x0: np.ndarray | None = None
+    time_limit: float | None = None
 
 
 # per process: compiled objectives by (factory digest, compile_kwargs), shared by the
@@ -99,7 +102,12 @@ def run_start(task: StartTask) -> StartResult:
         objective = _objective(task)
         x0 = objective.draw_start(task.seed) if task.x0 is None else np.array(task.x0)
         run = maximise_from(
-            objective, x0, task.method, task.max_iterations, task.gradient_tolerance
+            objective,
+            x0,
+            task.method,
+            task.max_iterations,
+            task.gradient_tolerance,
+            time_limit=task.time_limit,
         )
         log_posterior, gradient, log_likelihood = objective.evaluate(run.x)
         if not math.isfinite(log_posterior):
@@ -160,6 +168,7 @@ def find_modes(
     parameter_tolerance: float = 1e-2,
     compile_kwargs: Mapping | None = None,
     initial_points: Sequence[Mapping] | None = None,
+    start_time_limit: float | None = None,
 ) -> ModeSearchResult:
     """Multistart maximisation of the log-posterior from draws of the prior.
 
@@ -205,6 +214,12 @@ def find_modes(
         PEtab problem, parameter ids on their ``parameterScale``; a variable left out takes
         the model's initial value, a PEtab parameter's nominal value). They are starts
         ``n_starts``, ``n_starts + 1``, ... of the result.
+    start_time_limit : float, optional
+        Seconds per start: a local optimisation still running then ends at the best point it
+        evaluated, ``status="not converged"`` and a message that says so (starts drawn
+        where the ODE is stiff can take minutes each). The worker's compile does not count;
+        the evaluation in progress is not interrupted. Default: no limit. The result then
+        depends on the machine's speed.
 
     Returns
     -------
@@ -243,6 +258,14 @@ def find_modes(
         n_workers = min(n_starts + len(given), os.cpu_count() or 1)
     if not isinstance(n_workers, int | np.integer) or n_workers < 1:
         raise ValueError(f"n_workers: expected a positive integer, got {n_workers!r}")
+    if start_time_limit is not None and not (
+        isinstance(start_time_limit, int | float)
+        and not isinstance(start_time_limit, bool)
+        and start_time_limit > 0
+    ):
+        raise ValueError(
+            f"start_time_limit: expected a positive number of seconds, got {start_time_limit!r}"
+        )
     for name, value in (
         ("gradient_tolerance", gradient_tolerance),
         ("objective_tolerance", objective_tolerance),
@@ -265,7 +288,16 @@ def find_modes(
     starts = [None] * n_starts + [objective.start_vector(point) for point in given]
     tasks = [
         StartTask(
-            factory, key, i, seed, method, max_iterations, gradient_tolerance, compile_items, x0
+            factory,
+            key,
+            i,
+            seed,
+            method,
+            max_iterations,
+            gradient_tolerance,
+            compile_items,
+            x0,
+            start_time_limit,
         )
         for i, (seed, x0) in enumerate(zip(seeds, starts))
     ]

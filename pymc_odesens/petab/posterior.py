@@ -74,6 +74,7 @@ REPORT_FIELDS = {
     "nominal_start": "1 if the nominal values were a start too",
     "best_start": "where the best optimum's start came from: 'nominal' or 'prior draw'",
     "starts_failed": "starts that failed",
+    "starts_out_of_time": "starts stopped by start_time_limit",
     "mode_method": "the local optimiser of the multistart",
     "modes_found": "clusters of optima (distinct optima) found",
     "mode_log_posteriors": "each cluster's best log-posterior (problem's priors), best first",
@@ -220,6 +221,7 @@ def sample_posterior(
     marginal_priors: Mapping | None = None,
     n_starts: int = 10,
     nominal_start: bool = True,
+    start_time_limit: float | None = None,
     mode_method: str = "auto",
     chains: int = 4,
     cores: int | None = None,
@@ -262,6 +264,10 @@ def sample_posterior(
         Start the multistart at the parameter table's ``nominalValue`` too (pyPESTO's
         ``x_guesses``; the collection's problems give their published best fit there), when
         every estimated parameter has one within its bounds (True).
+    start_time_limit : float, optional
+        Seconds per multistart start (:func:`~pymc_odesens.inference.find_modes`); default:
+        ``time_limit / 20`` with a ``time_limit``, else none. A start drawn where the ODE is
+        stiff can otherwise hold the multistart for many minutes.
     mode_method : str
         The multistart's local optimiser (:func:`~pymc_odesens.inference.find_modes`).
     chains : int
@@ -380,10 +386,13 @@ def sample_posterior(
     phase = time.perf_counter()
     given = [_nominal_start(problem)] if nominal_start else []
     given = [point for point in given if point is not None]
+    if start_time_limit is None and time_limit is not None:
+        start_time_limit = time_limit / 20
     _say(
         progressbar,
         f"finding modes: {n_starts} starts from the prior"
-        + (" and one at the nominal values" if given else ""),
+        + (" and one at the nominal values" if given else "")
+        + ("" if start_time_limit is None else f", at most {start_time_limit:.0f} s each"),
     )
     modes = find_modes(
         problem,
@@ -393,6 +402,7 @@ def sample_posterior(
         executor=executor,
         n_workers=n_workers,
         initial_points=given,
+        start_time_limit=start_time_limit,
     )
     best = modes.best
     times["time_modes"] = time.perf_counter() - phase
@@ -477,6 +487,7 @@ def sample_posterior(
         "nominal_start": int(bool(given)),
         "best_start": "nominal" if best.index >= n_starts else "prior draw",
         "starts_failed": len(modes.failed),
+        "starts_out_of_time": sum("start's time limit" in r.message for r in modes.starts),
         "mode_method": modes.method,
         "modes_found": len(modes.clusters),
         "mode_log_posteriors": [float(c.log_posterior) for c in modes.clusters],

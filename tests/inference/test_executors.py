@@ -7,6 +7,9 @@ every worker, a cluster without workers and a cluster that is gone are named err
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -71,6 +74,27 @@ def test_local_processes_give_up_on_a_unit_that_kills_every_process():
     with work_executor(None, n_workers=2, retries=1) as executor:
         with pytest.raises(WorkerLostError, match=r"'killer-0'.*submitted 2 times"):
             executor.map(work_units.always_die, [0], name="killer")
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import math\n"
+        "from pymc_odesens.inference import work_executor\n"
+        "with work_executor(None, n_workers=2, retries=0) as runner:\n"
+        "    runner.map(math.sqrt, [1.0, 4.0], name='root')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode != 0
+    assert "WorkerLostError" in done.stderr
+    assert "If 'unguarded.py' makes this call at its top level" in done.stderr
+    assert 'if __name__ == "__main__":' in done.stderr
 
 
 def test_a_broken_pool_passed_in_is_named():

@@ -240,3 +240,16 @@ def test_given_starts_are_checked_by_name():
         find_modes(model, 1, n_workers=1, initial_points=[[1.0, 0.0, 0.5]])
     with pytest.raises(ValueError, match=r"n_starts: expected an integer >= 1 \(0 only with"):
         find_modes(model, 0, n_workers=1)
+
+
+def test_a_start_stops_at_its_time_limit_at_the_best_point_it_evaluated():
+    result = find_modes(
+        line_model(), 2, random_seed=3, n_workers=1, method="L-BFGS-B", start_time_limit=1e-9
+    )
+    for r in result.starts:  # only the start itself was evaluated before the limit
+        assert r.status == "not converged"
+        assert "stopped by the start's time limit (1e-09 s)" in r.message
+        np.testing.assert_array_equal(r.x, r.start)
+        assert r.evaluations == 1
+    with pytest.raises(ValueError, match="start_time_limit: expected a positive number"):
+        find_modes(line_model(), 1, start_time_limit=0)

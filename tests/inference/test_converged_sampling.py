@@ -1,0 +1,92 @@
+"""Sampling until converged (``sample_until_converged``) on a conjugate normal model whose
+posterior is known: both samplers stop at the first check that meets the targets, with the
+draws that met them, the posterior right within Monte Carlo error, extra variables added per
+stretch and checked, a time limit honoured, every chain sampled although there are fewer
+cores than chains."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+
+from pymc_odesens.inference.converged_sampling import sample_until_converged
+
+Y = np.random.default_rng(7).normal(1.5, 1.0, size=20)
+POSTERIOR_MEAN = Y.sum() / (Y.size + 1)  # mu ~ N(0, 1), y ~ N(mu, 1)
+POSTERIOR_SD = 1.0 / math.sqrt(Y.size + 1)
+
+
+def normal_model() -> pm.Model:
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=Y)
+    return model
+
+
+def _assert_posterior_right(idata, outcome):
+    draws = idata.posterior["mu"].values
+    assert draws.shape[1] == outcome.draws
+    ess = outcome.checks.ess_bulk_min
+    assert abs(draws.mean() - POSTERIOR_MEAN) < 4 * POSTERIOR_SD / math.sqrt(ess)
+    assert draws.std() == pytest.approx(POSTERIOR_SD, rel=0.15)
+
+
+@pytest.mark.parametrize("sampler", ["nutpie", "pymc"])
+def test_it_stops_at_the_first_check_that_meets_the_targets(sampler):
+    seen = []
+
+    def extra_draws(stretch: xr.Dataset) -> xr.Dataset:
+        seen.append(stretch.sizes["draw"])
+        return xr.Dataset({"mu_twice": 2.0 * stretch["mu"]})
+
+    idata, outcome = sample_until_converged(
+        normal_model(),
+        var_names=["mu", "mu_twice"],
+        sampler=sampler,
+        draws=100,
+        tune=200,
+        chains=3,
+        cores=1,  # nutpie still runs all three chains at once
+        max_draws=5000,
+        target_ess=400,
+        random_seed=5,
+        extra_draws=extra_draws,
+        progressbar=False,
+    )
+    assert outcome.converged and outcome.stopped_by == "converged"
+    assert outcome.draws % 100 == 0 and outcome.draws < 5000
+    assert outcome.rounds == len(outcome.history) == outcome.draws // 100
+    # the last check met the targets, every earlier one did not
+    for k, (upto, rhat, bulk, tail) in enumerate(outcome.history):
+        met = rhat <= 1.01 and bulk >= 400 and tail >= 400
+        assert met == (k == len(outcome.history) - 1), outcome.history
+        assert upto == 100 * (k + 1)
+    assert outcome.checks.rhat_max <= 1.01 and outcome.checks.ess_tail_min >= 400
+    _assert_posterior_right(idata, outcome)
+    # the extra variable: one stretch per check, all draws covered, checked too
+    assert sum(seen) == outcome.draws
+    np.testing.assert_array_equal(idata.posterior["mu_twice"], 2.0 * idata.posterior["mu"])
+    assert idata.posterior.sizes["chain"] == 3
+
+
+def test_a_time_limit_ends_the_run_with_the_draws_so_far():
+    idata, outcome = sample_until_converged(
+        normal_model(),
+        var_names=["mu"],
+        draws=100,
+        tune=50,
+        chains=2,
+        max_draws=10**6,
+        time_limit=1e-3,
+        target_ess=10**7,  # never met
+        random_seed=1,
+        progressbar=False,
+    )
+    assert not outcome.converged and outcome.stopped_by == "time limit"
+    assert 1 <= outcome.draws < 10**6
+    assert idata.posterior["mu"].shape == (2, outcome.draws)
+    assert np.all(np.isfinite(idata.posterior["mu"].values))
