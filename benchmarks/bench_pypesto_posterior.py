@@ -64,6 +64,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rtol", type=float, default=1e-8)
     parser.add_argument("--atol", type=float, default=1e-16)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--nominal-start",
+        action="store_true",
+        help="one more multistart start at the nominal values (x_guesses), as sample_posterior",
+    )
     parser.add_argument("--timeout", type=float, default=7200.0, help="per problem, s")
     parser.add_argument("--output", default="pypesto_posterior")
     args = parser.parse_args(argv)
@@ -83,6 +88,7 @@ def main(argv=None) -> None:
                 atol=args.atol,
                 seed=args.seed,
                 timeout=args.timeout,
+                nominal_start=args.nominal_start,
             )
             if run is None:
                 records.append({"problem": name, "error": "the pyPESTO runner failed"})

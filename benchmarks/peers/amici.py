@@ -172,6 +172,7 @@ def run_pypesto_sampling(
     atol: float = 1e-16,
     seed: int = 1,
     timeout: float = 7200.0,
+    nominal_start: bool = False,
 ) -> dict | None:
     """Sample a PEtab problem with pyPESTO (``pypesto_sampling_runner.py``); its JSON, or None.
 
@@ -200,7 +201,7 @@ def run_pypesto_sampling(
         repr(atol),
         "--seed",
         str(seed),
-    ]
+    ] + (["--nominal-start"] if nominal_start else [])
     return _run(python, cmd, Path(yaml).stem, timeout)
 
 

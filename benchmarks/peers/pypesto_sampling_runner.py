@@ -56,6 +56,12 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--nominal-start",
+        action="store_true",
+        help="one more start at the parameter table's nominal values (x_guesses), as "
+        "sample_posterior's nominal_start",
+    )
+    parser.add_argument(
         "--cache",
         default=os.path.join(os.path.expanduser("~"), ".cache", "pymc_odesens_peers", "pypesto"),
     )
@@ -92,13 +98,17 @@ def main() -> None:
     solver.set_relative_tolerance_b(args.rtol)
     solver.set_absolute_tolerance_b(args.atol)
 
+    n_starts = args.n_starts
+    if args.nominal_start:  # pyPESTO runs its x_guesses as its first starts
+        problem.set_x_guesses([petab_problem.x_nominal_scaled])
+        n_starts += 1
     started = time.perf_counter()
     result = optimize.minimize(
-        problem=problem, n_starts=args.n_starts, progress_bar=False, filename=None
+        problem=problem, n_starts=n_starts, progress_bar=False, filename=None
     )
     optimize_s = time.perf_counter() - started
     best = result.optimize_result.list[0]
-    log(f"{problem_name}: {args.n_starts} starts in {optimize_s:.1f} s, best fval {best.fval:.6f}")
+    log(f"{problem_name}: {n_starts} starts in {optimize_s:.1f} s, best fval {best.fval:.6f}")
 
     samplers = {}
     for name in [s for s in args.samplers.split(",") if s]:
@@ -136,7 +146,8 @@ def main() -> None:
                 "atol": args.atol,
                 "build_s": build_s,
                 "built_before": built_before,
-                "n_starts": args.n_starts,
+                "n_starts": n_starts,
+                "nominal_start": args.nominal_start,
                 "optimize_s": optimize_s,
                 "best_negative_log_posterior": float(best.fval),
                 "parameter_ids": list(problem.x_names[i] for i in problem.x_free_indices),
