@@ -279,7 +279,8 @@ def test_petab_fit_resumes_a_saved_trace(capsys, tmp_path):
 def test_petab_fit_runs_sample_posterior_unless_a_manual_option_is_given(capsys):
     example = load_example("petab_fit")
     args = example.parse_args([])
-    assert (args.recipe, args.sampler, args.draws, args.tune) == ("posterior", "nutpie", 500, 500)
+    # draws None: sample_posterior's own default (a check every 100 draws with nutpie)
+    assert (args.recipe, args.sampler, args.draws, args.tune) == ("posterior", "nutpie", None, 500)
     assert args.marginalize == "auto" and args.n_starts == 10
     for manual in (["--mode-mass-matrix"], ["--start-spread", "0.2"], ["--recipe", "manual"]):
         args = example.parse_args(manual)

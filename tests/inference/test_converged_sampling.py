@@ -35,7 +35,10 @@ def _assert_posterior_right(idata, outcome):
     assert draws.std() == pytest.approx(POSTERIOR_SD, rel=0.15)
 
 
-@pytest.mark.parametrize("sampler", ["nutpie", "pymc"])
+@pytest.mark.parametrize(
+    "sampler",
+    ["nutpie", pytest.param("pymc", marks=pytest.mark.slow)],  # slow: PyMC's compile
+)
 def test_it_stops_at_the_first_check_that_meets_the_targets(sampler):
     seen = []
 
