@@ -115,6 +115,7 @@ def test_a_decay_batch_from_ode_solution_on_dask(dask_client):
     assert set(dask_client.run(experiment_threads).values()) == {1}
 
 
+@pytest.mark.slow  # worker processes; lighter sibling: test_executors.py (pytest -m slow)
 def test_a_worker_killed_during_an_evaluation(dask_client, source, tmp_path):
     slow = QuadraticSource(4, 3, seconds_per_experiment=(0.5,) * 4, marker_dir=str(tmp_path))
     expected = DistributedLogLikelihood(slow, n_chunks=4).value_and_gradient(X)

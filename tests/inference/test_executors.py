@@ -76,6 +76,7 @@ def test_local_processes_give_up_on_a_unit_that_kills_every_process():
             executor.map(work_units.always_die, [0], name="killer")
 
 
+@pytest.mark.slow  # three spawned processes that import the package: python -m pytest -m slow
 def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text(

@@ -136,6 +136,7 @@ def _assert_same_starts(one: ModeSearchResult, other: ModeSearchResult) -> None:
         assert a.log_posterior == b.log_posterior
 
 
+@pytest.mark.slow  # worker processes; lighter sibling: test_executors.py (pytest -m slow)
 def test_a_dask_cluster_gives_the_same_bits(dask_client):
     model = line_model()
     one = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
@@ -144,6 +145,7 @@ def test_a_dask_cluster_gives_the_same_bits(dask_client):
     assert all(r.status == "converged" for r in dask.starts)
 
 
+@pytest.mark.slow  # worker processes; lighter sibling: test_executors.py (pytest -m slow)
 def test_a_worker_killed_during_a_multistart_changes_nothing(dask_client, tmp_path):
     factory = functools.partial(work_units.line_model_dying_once, str(tmp_path), os.getpid())
     one = find_modes(factory, 4, random_seed=7, n_workers=1, method="L-BFGS-B")

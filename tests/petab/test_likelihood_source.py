@@ -48,6 +48,7 @@ def test_invalid_experiments_are_named(turnover):
             turnover.experiments_log_likelihood(bad)
 
 
+@pytest.mark.slow  # worker processes; lighter sibling: test_executors.py (pytest -m slow)
 def test_the_distributed_log_likelihood_on_dask_is_the_local_one_bit_for_bit(turnover, dask_client):
     local = turnover.distributed_log_likelihood(n_chunks=3)
     remote = turnover.distributed_log_likelihood(dask_client, n_chunks=3)
