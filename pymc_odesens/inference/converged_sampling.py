@@ -67,7 +67,7 @@ class ConvergedSampling:
     draws : int
         Draws per chain returned.
     rounds : int
-        Convergence checks made.
+        Convergence checks made (``len(history)``).
     stopped_by : str
         ``"converged"``, ``"time limit"`` or ``"max_draws"``.
     sampling_time, extra_time : float
@@ -79,11 +79,14 @@ class ConvergedSampling:
     converged: bool
     checks: ConvergenceReport | None
     draws: int
-    rounds: int
     stopped_by: str
-    sampling_time: float
-    extra_time: float
     history: list = field(default_factory=list)
+    sampling_time: float = 0.0
+    extra_time: float = 0.0
+
+    @property
+    def rounds(self) -> int:
+        return len(self.history)
 
 
 @dataclass(frozen=True)
@@ -427,17 +430,7 @@ def _nutpie_until_converged(plan: _Plan):
     stats = trace.sample_stats.isel(draw=slice(0, upto))
     idata = az.InferenceData(posterior=posterior, sample_stats=stats)
     _add_data_groups(idata, model)
-    outcome = ConvergedSampling(
-        converged=met,
-        checks=checks,
-        draws=upto,
-        rounds=len(history),
-        stopped_by=stopped_by,
-        sampling_time=0.0,
-        extra_time=0.0,
-        history=history,
-    )
-    return idata, outcome
+    return idata, ConvergedSampling(met, checks, upto, stopped_by, history)
 
 
 def _add_data_groups(idata: az.InferenceData, model: pm.Model) -> None:
@@ -539,14 +532,4 @@ def _pymc_until_converged(plan: _Plan):
         )
     upto = idata.posterior.sizes["draw"]
     idata.posterior = extras.joined(idata.posterior, upto)
-    outcome = ConvergedSampling(
-        converged=met,
-        checks=checks,
-        draws=upto,
-        rounds=len(history),
-        stopped_by=stopped_by,
-        sampling_time=0.0,
-        extra_time=0.0,
-        history=history,
-    )
-    return idata, outcome
+    return idata, ConvergedSampling(met, checks, upto, stopped_by, history)
