@@ -22,6 +22,10 @@ the dense output. Everything else is shared and follows CVODE:
   alone is an error of ``h |x''| ulp/2``, above an absolute tolerance of 1e-16 for any
   step longer than an ulp. The step size underflows when it falls below one ulp of ``t``
   (CVODE only warns that ``t + h == t``);
+- a step retried after a Newton or error-test failure is shorter than the one that
+  failed: rounding to a time ``t`` can make, or to the next output time, could give the
+  failed step back (when it is a few ulps long), and the retries would never end; the
+  retry then ends one representable time earlier, until the step underflows;
 - order and step are re-selected from error estimates at orders q-1, q, q+1
   once q+1 steps of equal size have been taken.
 
@@ -427,6 +431,7 @@ def run_multistep(
         last_non_finite = -1
         accepted = False
         n_iter = 0
+        t_failed = np.inf  # where the last step shortened after a failure would have ended
         while not accepted:
             ulp = np.nextafter(t, np.inf) - t
             if h < ulp:
@@ -437,18 +442,34 @@ def run_multistep(
                 info[2] = largest_weighted_component(err, weights, n_err)
                 return st.STEP_TOO_SMALL
             t_new = t + h
-            if t_new >= t_limit:
+            ending = t_new >= t_limit
+            if ending:
                 t_new = t_limit
+            shortened = t_new >= t_failed
+            if shortened:
+                # the step was shortened after a failure, but ending at t_limit or at a time
+                # t can make brings it back to the step that failed (a few ulps long): take
+                # the next shorter one, so that every retry is shorter and the loop ends
+                t_new = np.nextafter(t_failed, -np.inf)
+                ending = False
+                if t_new <= t:
+                    info[0], info[1] = t, h
+                    if last_non_finite >= 0:
+                        info[2] = last_non_finite
+                        return st.NON_FINITE_RHS
+                    info[2] = largest_weighted_component(err, weights, n_err)
+                    return st.STEP_TOO_SMALL
+            if ending:
                 factor = (t_limit - t) / h
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
                 h = t_limit - t
-            elif h < EXACT_STEP_ULPS * ulp and t_new - t != h:
+            elif shortened or (h < EXACT_STEP_ULPS * ulp and t_new - t != h):
                 # t cannot make the step h: take the one it makes, so that the formula's
                 # h is the difference of the times at which f is evaluated
                 factor = (t_new - t) / h
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
-                if abs(factor - 1.0) > ROUNDING_RESTARTS_COUNT:
+                if shortened or abs(factor - 1.0) > ROUNDING_RESTARTS_COUNT:
                     n_equal_steps = 0
                 h = t_new - t
             c = _predict(family, table, order, h, y_cur, y_pred, psi)
@@ -513,6 +534,7 @@ def run_multistep(
                         return st.NON_FINITE_RHS
                     info[2] = -1
                     return st.NEWTON_FAILED
+                t_failed = t_new
                 h *= 0.25
                 _resample(table, order, 0.25, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
@@ -546,6 +568,8 @@ def run_multistep(
                         if factor_minus > factor:
                             order -= 1
                             factor = max(MIN_FACTOR, min(1.0, factor_minus))
+                if factor < 1.0:  # (1: the same step again, at a lower order)
+                    t_failed = t_new
                 h *= factor
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
