@@ -145,6 +145,14 @@ def run_start(task: StartTask) -> StartResult:
         )
 
 
+FISHER_SIZE_LIMIT = 50
+"""Above this many optimisation coordinates, ``method="auto"`` takes L-BFGS-B: the Fisher
+information's graph (forward sensitivities of every condition wrt every parameter) then
+takes too long to compile in every worker. Measured on Bachmann_MSB2011 (113 parameters, 36
+conditions): each worker was still compiling it after 15 minutes of CPU, while Fujita's (19
+parameters, 6 conditions) takes 15-17 s with its first evaluation."""
+
+
 def _fisher_known(model) -> bool:
     """Whether the Fisher information of every observed variable is known."""
     try:
@@ -187,8 +195,8 @@ def find_modes(
     method : {"auto", "trust-region-fisher", "L-BFGS-B"}
         The local optimiser (:mod:`pymc_odesens.inference.local_optimisers`).
         ``"trust-region-fisher"`` needs observed Normal or LogNormal variables (PEtab's
-        normal noise); ``"auto"`` takes it when every observed variable is one of them,
-        else ``"L-BFGS-B"``.
+        normal noise); ``"auto"`` takes it when every observed variable is one of them
+        and there are at most :data:`FISHER_SIZE_LIMIT` coordinates, else ``"L-BFGS-B"``.
     n_workers : int, optional
         Local worker processes when ``executor`` is None (default: the machine's CPU count,
         at most the number of starts). 1 runs the starts in this process.
@@ -279,7 +287,8 @@ def find_modes(
     key = factory_key(factory)
     objective = ModeObjective(model, dict(compile_items))
     if method == "auto":
-        method = "trust-region-fisher" if _fisher_known(model) else "L-BFGS-B"
+        small = objective.size <= FISHER_SIZE_LIMIT
+        method = "trust-region-fisher" if small and _fisher_known(model) else "L-BFGS-B"
     elif method == "trust-region-fisher":
         # an unsupported likelihood is an error of the call, not n_starts failed starts
         likelihood_terms(model)

@@ -297,6 +297,18 @@ def _record(t, y, f, rec_t, rec_y, rec_f, rec_count):
     return True
 
 
+@njit(cache=True)
+def _underflow(t, h, last_non_finite, err, weights, n_err, info):
+    """The status of a step size below one ulp of ``t`` (``info`` filled): the right-hand
+    side was not finite at the last try, or the error test failed."""
+    info[0], info[1] = t, h
+    if last_non_finite >= 0:
+        info[2] = last_non_finite
+        return st.NON_FINITE_RHS
+    info[2] = largest_weighted_component(err, weights, n_err)
+    return st.STEP_TOO_SMALL
+
+
 @njit(MULTISTEP_SIGNATURE, cache=True, nogil=True)
 def run_multistep(
     family,
@@ -435,12 +447,7 @@ def run_multistep(
         while not accepted:
             ulp = np.nextafter(t, np.inf) - t
             if h < ulp:
-                info[0], info[1] = t, h
-                if last_non_finite >= 0:
-                    info[2] = last_non_finite
-                    return st.NON_FINITE_RHS
-                info[2] = largest_weighted_component(err, weights, n_err)
-                return st.STEP_TOO_SMALL
+                return _underflow(t, h, last_non_finite, err, weights, n_err, info)
             t_new = t + h
             ending = t_new >= t_limit
             if ending:
@@ -453,12 +460,7 @@ def run_multistep(
                 t_new = np.nextafter(t_failed, -np.inf)
                 ending = False
                 if t_new <= t:
-                    info[0], info[1] = t, h
-                    if last_non_finite >= 0:
-                        info[2] = last_non_finite
-                        return st.NON_FINITE_RHS
-                    info[2] = largest_weighted_component(err, weights, n_err)
-                    return st.STEP_TOO_SMALL
+                    return _underflow(t, h, last_non_finite, err, weights, n_err, info)
             if ending:
                 factor = (t_limit - t) / h
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)

@@ -186,6 +186,25 @@ def test_invalid_arguments_are_named():
         find_modes(discrete, 2)
 
 
+def test_auto_takes_lbfgsb_above_the_fisher_size_limit():
+    """The Fisher trust region up to FISHER_SIZE_LIMIT coordinates, L-BFGS-B above (its
+    Fisher graph would take too long to compile in every worker); both reach the MAP."""
+    from pymc_odesens.inference.multistart import FISHER_SIZE_LIMIT
+
+    data = np.linspace(-1.0, 1.0, FISHER_SIZE_LIMIT + 1)
+    for size, expected in (
+        (FISHER_SIZE_LIMIT, "trust-region-fisher"),
+        (FISHER_SIZE_LIMIT + 1, "L-BFGS-B"),
+    ):
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 1.0, shape=size)
+            pm.Normal("y", mu, 1.0, observed=data[:size])
+        result = find_modes(model, 1, random_seed=3, n_workers=1)
+        assert result.method == expected
+        # the MAP of a normal mean with a N(0, 1) prior and one N(mu, 1) datum: data / 2
+        np.testing.assert_allclose(result.best.parameters["mu"], data[:size] / 2, atol=1e-4)
+
+
 def test_the_fisher_trust_region_refuses_an_unsupported_likelihood_by_name():
     with pm.Model() as model:
         a = pm.Uniform("a", -3.0, 3.0)
