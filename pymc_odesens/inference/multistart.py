@@ -150,7 +150,7 @@ FISHER_SIZE_LIMIT = 50
 information's graph (forward sensitivities of every condition wrt every parameter) then
 takes too long to compile in every worker. Measured on Bachmann_MSB2011 (113 parameters, 36
 conditions): each worker was still compiling it after 15 minutes of CPU, while Fujita's (19
-parameters, 6 conditions) takes 15-17 s with its first evaluation."""
+parameters, 6 conditions) takes 14-17 s with its first evaluation."""
 
 
 def _fisher_known(model) -> bool:
