@@ -448,20 +448,16 @@ def run_multistep(
             ulp = np.nextafter(t, np.inf) - t
             if h < ulp:
                 return _underflow(t, h, last_non_finite, err, weights, n_err, info)
-            t_new = t + h
-            ending = t_new >= t_limit
-            if ending:
-                t_new = t_limit
+            t_new = min(t + h, t_limit)
             shortened = t_new >= t_failed
             if shortened:
                 # the step was shortened after a failure, but ending at t_limit or at a time
                 # t can make brings it back to the step that failed (a few ulps long): take
                 # the next shorter one, so that every retry is shorter and the loop ends
                 t_new = np.nextafter(t_failed, -np.inf)
-                ending = False
                 if t_new <= t:
                     return _underflow(t, h, last_non_finite, err, weights, n_err, info)
-            if ending:
+            if t_new == t_limit:
                 factor = (t_limit - t) / h
                 _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count)
                 n_equal_steps = 0
