@@ -24,7 +24,8 @@ model, or one without ODEs).
   ``distributed_likelihood.py``, ``resident_likelihood.py``, ``load_balance.py``);
 - tempered sequential Monte Carlo with HMC moves and the model evidence
   (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
-  (:func:`compare_models`, :func:`log_evidence`).
+  (:func:`compare_models`, :func:`log_evidence`); the population's modes with their weights
+  (:func:`smc_modes`) and NUTS in each of them (:func:`sample_smc_modes`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
@@ -67,6 +68,8 @@ from pymc_odesens.inference.sampling import (
 from pymc_odesens.inference.sampling_report import sampling_times, times_line
 from pymc_odesens.inference.smc import sample_smc
 from pymc_odesens.inference.smc_evidence import log_evidence
+from pymc_odesens.inference.smc_mode_sampling import ModeSamples, sample_smc_modes
+from pymc_odesens.inference.smc_modes import SmcMode, SmcModes, smc_modes
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 
@@ -110,4 +113,9 @@ __all__ = [
     "sample_smc",
     "compare_models",
     "log_evidence",
+    "smc_modes",
+    "SmcMode",
+    "SmcModes",
+    "sample_smc_modes",
+    "ModeSamples",
 ]

@@ -1,0 +1,348 @@
+"""The modes of a tempered-SMC population, with their weights: starts and mass matrices per mode.
+
+A :func:`~pymc_odesens.inference.sample_smc` run ends with particles spread over every mode
+the prior reaches, in proportion to each mode's posterior mass. :func:`smc_modes` names
+those modes and weighs them:
+
+1. **Which mode a particle is in**: ``particles_per_run`` particles of each run, drawn
+   uniformly (the final particles are equally weighted), are starts of a local
+   maximisation of the log-posterior (:func:`~pymc_odesens.inference.find_modes` with
+   ``initial_points``); a particle belongs to the optimum its maximisation reaches (its
+   basin of attraction), optima grouped by ``find_modes``' tolerances.
+2. **Weights**: in each run, the share of its optimised particles that reached each mode;
+   a mode's weight is the mean of the runs' shares and its standard error their standard
+   deviation over ``sqrt(runs)`` (as the evidence's error, from the runs' agreement).
+3. **Starts and mass matrices**: every final particle joins the mode of its nearest
+   optimised particle (in the sampler's coordinates, each scaled by the population's
+   standard deviation); a mode's particles are its chains' starts, and their covariance
+   (shrunk towards its diagonal as the SMC moves' metric) its NUTS mass matrix, as a
+   :class:`~pymc_odesens.inference.LaplaceApproximation` whose ``hessian`` is
+   ``"population"``. A mode with fewer particles than coordinates plus one takes the
+   Laplace approximation at its optimum instead (finite differences of the gradient).
+
+:func:`~pymc_odesens.inference.smc_mode_sampling.sample_smc_modes` then samples each mode
+with NUTS from there and weighs the modes' draws by these weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+
+from pymc_odesens.inference.laplace_start import LaplaceApproximation
+from pymc_odesens.inference.mode_metric import PosteriorMode
+from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
+from pymc_odesens.inference.model_source import model_source
+from pymc_odesens.inference.multistart import find_modes
+from pymc_odesens.inference.pooled_metric import sampler_coordinates
+
+__all__ = ["SmcMode", "SmcModes", "smc_modes"]
+
+_SHRINK = 5.0
+"""The covariance of ``n`` particles is shrunk towards its diagonal by ``n / (n + 5)``, as
+the SMC moves' dense metric (:mod:`~pymc_odesens.inference.smc_mass_matrix`)."""
+
+
+@dataclass(frozen=True)
+class SmcMode:
+    """One mode of the population.
+
+    Attributes
+    ----------
+    rank : int
+        0 for the mode of the highest log-posterior, as ``find_modes``' clusters.
+    weight : float
+        The mode's share of the posterior: the mean over the runs of the share of their
+        optimised particles that reached it.
+    weight_se : float
+        Its standard error, ``sd(run shares) / sqrt(runs)`` (NaN for one run).
+    run_weights : numpy.ndarray
+        Each run's share.
+    optimum : ModeCluster
+        The optimised particles that reached the mode, with the best of them
+        (``optimum.best.parameters``, ``log_posterior``, ``log_likelihood``).
+    particles : tuple of (int, int)
+        ``(run, particle)`` of every final particle assigned to the mode.
+    approximation : LaplaceApproximation
+        Mean and covariance of the mode in the sampler's coordinates (``hessian`` is
+        ``"population"``, or ``"finite-differences"`` where the mode had too few particles).
+    """
+
+    rank: int
+    weight: float
+    weight_se: float
+    run_weights: np.ndarray
+    optimum: ModeCluster
+    particles: tuple
+    approximation: LaplaceApproximation
+
+    @property
+    def log_posterior(self) -> float:
+        return self.optimum.log_posterior
+
+    @property
+    def log_likelihood(self) -> float:
+        return self.optimum.log_likelihood
+
+
+class SmcModes:
+    """What :func:`smc_modes` found: the modes, ranked, and the search behind them.
+
+    Attributes
+    ----------
+    modes : tuple of SmcMode
+        Ranked by log-posterior (as ``search.clusters``).
+    search : ModeSearchResult
+        The local maximisations from the particles (start ``i`` is ``optimised[i]``).
+    optimised : tuple of (int, int)
+        ``(run, particle)`` of each optimised particle.
+    posterior : xarray.Dataset
+        The SMC result's posterior (the final particles).
+    failed_share : float
+        The share of optimised particles whose maximisation failed (they count for no mode;
+        the weights are shares of the others).
+    """
+
+    def __init__(self, modes, search, optimised, posterior, failed_share) -> None:
+        self.modes = tuple(modes)
+        self.search = search
+        self.optimised = tuple(optimised)
+        self.posterior = posterior
+        self.failed_share = float(failed_share)
+
+    @property
+    def model(self) -> pm.Model:
+        """The PyMC model the modes belong to (of this process)."""
+        return self.search.model
+
+    def start_values(self, rank: int, chains: int, random_seed=None) -> list[dict]:
+        """``chains`` distinct particles of mode ``rank`` as ``initvals`` of ``pm.sample``.
+
+        Each is a dict of the free variables' values (their own scale) by name; drawn
+        without replacement among the mode's particles (with replacement when it has fewer
+        than ``chains``).
+        """
+        mode = self.modes[rank]
+        rng = np.random.default_rng(random_seed)
+        replace = len(mode.particles) < chains
+        chosen = rng.choice(len(mode.particles), size=chains, replace=replace)
+        names = [rv.name for rv in self.model.free_RVs]
+        return [
+            {name: np.array(self.posterior[name].values[mode.particles[i]]) for name in names}
+            for i in chosen
+        ]
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per mode: weight, its error, particles, log-posterior and log-likelihood
+        at its optimum, and the optimum's parameters."""
+        rows = []
+        for mode in self.modes:
+            row = {
+                "mode": mode.rank,
+                "weight": mode.weight,
+                "weight_se": mode.weight_se,
+                "optimised_particles": mode.optimum.size,
+                "particles": len(mode.particles),
+                "log_posterior": mode.log_posterior,
+                "log_likelihood": mode.log_likelihood,
+            }
+            row.update(mode.optimum.parameters or {})
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("mode")
+
+    def __repr__(self) -> str:
+        weights = ", ".join(f"{m.weight:.3g} +- {m.weight_se:.2g}" for m in self.modes)
+        return f"SmcModes({len(self.modes)} modes, weights [{weights}])"
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A model built here and its factory for the workers, in the shape ``model_source``
+    takes a PEtab problem in (so that ``find_modes`` does not build the model again)."""
+
+    model: pm.Model
+    factory: Callable[[], pm.Model]
+
+    def build_model(self) -> pm.Model:
+        return self.model
+
+    def model_factory(self) -> Callable[[], pm.Model]:
+        return self.factory
+
+
+def _check(idata, particles_per_run) -> None:
+    posterior = getattr(idata, "posterior", None)
+    if posterior is None or "chain" not in posterior.dims or "draw" not in posterior.dims:
+        raise ValueError(
+            "idata: expected the result of sample_smc (a posterior with 'chain' = run and "
+            "'draw' = particle)"
+        )
+    if (
+        isinstance(particles_per_run, bool)
+        or not isinstance(particles_per_run, int | np.integer)
+        or particles_per_run < 1
+    ):
+        raise ValueError(f"particles_per_run: expected an integer >= 1, got {particles_per_run!r}")
+
+
+def _population_approximation(model, value_vars, positions: np.ndarray) -> LaplaceApproximation:
+    """Mean and (shrunk) covariance of ``positions`` (rows, sampler's coordinates)."""
+    n = len(positions)
+    mean = positions.mean(axis=0)
+    covariance = np.atleast_2d(np.cov(positions, rowvar=False))
+    shrink = n / (n + _SHRINK)
+    covariance = shrink * covariance + (1.0 - shrink) * np.diag(np.diag(covariance))
+    point, offset = {}, 0
+    initial = model.initial_point()
+    for v in value_vars:
+        shape = np.shape(initial[v.name])
+        size = int(np.prod(shape, dtype=int))
+        point[v.name] = mean[offset : offset + size].reshape(shape)
+        offset += size
+    mode = PosteriorMode(
+        point=point,
+        vector=mean,
+        value_variables=tuple(v.name for v in value_vars),
+        log_density=float("nan"),
+        gradient=np.zeros_like(mean),
+        iterations=0,
+        message=f"mean of {n} SMC particles of the mode",
+    )
+    return LaplaceApproximation(model, mode, covariance, "population")
+
+
+def smc_modes(
+    problem_or_model,
+    idata,
+    *,
+    particles_per_run: int = 20,
+    random_seed=None,
+    method: str = "auto",
+    n_workers: int | None = None,
+    executor=None,
+    objective_tolerance: float = 1e-3,
+    parameter_tolerance: float = 1e-2,
+    max_iterations: int = 2000,
+    compile_kwargs: Mapping | None = None,
+) -> SmcModes:
+    """The modes of a :func:`~pymc_odesens.inference.sample_smc` population and their weights.
+
+    Parameters
+    ----------
+    problem_or_model : PetabProblem, pymc.Model or callable
+        The model ``idata`` was sampled from (as for ``find_modes``).
+    idata : arviz.InferenceData
+        The result of ``sample_smc`` (its final particles: ``chain`` = run).
+    particles_per_run : int
+        Particles of each run whose local maximisation decides the weights (20). The
+        weights' error shrinks as ``1 / sqrt(runs * particles_per_run)``.
+    random_seed : int, optional
+        Which particles are optimised.
+    method, n_workers, executor, objective_tolerance, parameter_tolerance, max_iterations,
+    compile_kwargs
+        As for :func:`~pymc_odesens.inference.find_modes` (the maximisations run there).
+
+    Returns
+    -------
+    SmcModes
+
+    Raises
+    ------
+    ValueError
+        ``idata`` is not an SMC result (named), ``particles_per_run`` is not a positive
+        integer, the posterior lacks a free variable of the model, or every maximisation
+        failed.
+    """
+    _check(idata, particles_per_run)
+    posterior = idata.posterior
+    model, factory = model_source(problem_or_model)
+    names = [rv.name for rv in model.free_RVs]
+    missing = sorted(set(names) - set(posterior.data_vars))
+    if missing:
+        raise ValueError(
+            f"idata: the posterior has no draws of the model's free variables {missing}; give "
+            "the model the SMC run sampled"
+        )
+    runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
+    rng = np.random.default_rng(random_seed)
+    optimised = []
+    for run in range(runs):
+        size = min(int(particles_per_run), count)
+        for particle in np.sort(rng.choice(count, size=size, replace=False)):
+            optimised.append((run, int(particle)))
+    search: ModeSearchResult = find_modes(
+        _Built(model, factory),
+        0,
+        random_seed=random_seed,
+        method=method,
+        n_workers=n_workers,
+        executor=executor,
+        max_iterations=max_iterations,
+        objective_tolerance=objective_tolerance,
+        parameter_tolerance=parameter_tolerance,
+        compile_kwargs=compile_kwargs,
+        initial_points=[
+            {name: np.array(posterior[name].values[rc]) for name in names} for rc in optimised
+        ],
+    )
+    if not search.clusters:
+        raise ValueError(
+            f"smc_modes: every local maximisation from the {len(optimised)} particles failed "
+            f"(first: {search.starts[0].message})"
+        )
+    cluster_of = {i: k for k, c in enumerate(search.clusters) for i in c.members}
+    label = np.array([cluster_of.get(i, -1) for i in range(len(optimised))])
+
+    # weights: each run's shares among its optimised particles that did not fail
+    run_of = np.array([run for run, _ in optimised])
+    shares = np.zeros((runs, len(search.clusters)))
+    for run in range(runs):
+        mine = label[(run_of == run) & (label >= 0)]
+        if mine.size:
+            shares[run] = np.bincount(mine, minlength=len(search.clusters)) / mine.size
+    valid = np.array([np.any((run_of == run) & (label >= 0)) for run in range(runs)])
+    weight = shares[valid].mean(axis=0)
+    weight_se = (
+        shares[valid].std(axis=0, ddof=1) / np.sqrt(valid.sum())
+        if valid.sum() > 1
+        else np.full(len(search.clusters), np.nan)
+    )
+
+    # every particle to the mode of its nearest optimised particle
+    value_vars = list(model.continuous_value_vars)
+    coordinates = sampler_coordinates(posterior, value_vars, model)  # (runs, count, d)
+    flat = coordinates.reshape(runs * count, -1)
+    scale = flat.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    ok = np.flatnonzero(label >= 0)
+    anchors = np.array([coordinates[optimised[i]] for i in ok]) / scale
+    distances = (((flat / scale)[:, None, :] - anchors[None, :, :]) ** 2).sum(axis=2)
+    nearest = np.argmin(distances, axis=1)
+    assigned = label[ok][nearest]
+
+    modes = []
+    d = flat.shape[1]
+    for k, cluster in enumerate(search.clusters):
+        members = np.flatnonzero(assigned == k)
+        particles = tuple((int(m // count), int(m % count)) for m in members)
+        if len(members) > d:
+            approximation = _population_approximation(model, value_vars, flat[members])
+        else:
+            approximation = search.laplace(hessian="finite-differences", cluster=k)
+        modes.append(
+            SmcMode(
+                rank=k,
+                weight=float(weight[k]),
+                weight_se=float(weight_se[k]),
+                run_weights=shares[:, k].copy(),
+                optimum=cluster,
+                particles=particles,
+                approximation=approximation,
+            )
+        )
+    failed_share = float(np.mean(label < 0))
+    return SmcModes(modes, search, optimised, posterior, failed_share)

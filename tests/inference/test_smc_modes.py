@@ -1,0 +1,146 @@
+"""smc_modes and sample_smc_modes: the modes of an SMC population with their weights, and
+NUTS in each mode weighted by them, against quadrature on a bimodal ODE posterior."""
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from pymc_odesens.inference import sample_smc, sample_smc_modes, smc_modes
+from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
+from tests.inference.test_smc import (
+    DECAY_DATA,
+    TIMES,
+    positive_mode_weight,
+    symmetric_decay_model,
+)
+
+
+def conjugate_posterior():
+    """Mean and covariance of (a, b) of the linear-Gaussian model."""
+    design = np.column_stack([np.ones_like(X), X])
+    precision = np.diag([1.0, 0.25]) + design.T @ design / 0.25
+    covariance = np.linalg.inv(precision)
+    return covariance @ design.T @ Y / 0.25, covariance
+
+
+def posterior_mean_k() -> float:
+    """E[k | y] of the symmetric decay model by quadrature (x0 integrated out exactly)."""
+
+    def log_density(k):
+        g = np.exp(-(k**2) * TIMES)
+        covariance = 0.25 * np.outer(g, g) + 0.01 * np.eye(len(TIMES))
+        return stats.norm(0.3, 0.6).logpdf(k) + stats.multivariate_normal(
+            2.0 * g, covariance
+        ).logpdf(DECAY_DATA)
+
+    peaks = [-np.sqrt(0.7), np.sqrt(0.7)]
+    shift = max(log_density(k) for k in peaks)
+    mass, _ = integrate.quad(
+        lambda k: np.exp(log_density(k) - shift), -5, 5, points=peaks, limit=400
+    )
+    first, _ = integrate.quad(
+        lambda k: k * np.exp(log_density(k) - shift), -5, 5, points=peaks, limit=400
+    )
+    return first / mass
+
+
+@pytest.fixture(scope="module")
+def linear_modes():
+    fit = sample_smc(linear_model(), random_seed=4, **{**SMC_OPTIONS, "runs": 3})
+    return smc_modes(linear_model(), fit, particles_per_run=6, random_seed=1, n_workers=1)
+
+
+def test_a_unimodal_population_is_one_mode_of_weight_one(linear_modes):
+    assert len(linear_modes.modes) == 1
+    (mode,) = linear_modes.modes
+    assert mode.weight == 1.0 and mode.weight_se == 0.0
+    np.testing.assert_array_equal(mode.run_weights, [1.0, 1.0, 1.0])
+    assert mode.optimum.size == 18 and linear_modes.failed_share == 0.0
+    assert len(mode.particles) == 3 * SMC_OPTIONS["draws"]  # every particle joins it
+    mean, covariance = conjugate_posterior()
+    # the optimum is the exact MAP (= the conjugate mean)
+    optimum = mode.optimum.parameters
+    np.testing.assert_allclose([optimum["a"], optimum["b"]], mean, atol=1e-4)
+    # the particles' mean and covariance: within Monte Carlo error of the conjugate ones
+    approximation = mode.approximation
+    assert approximation.hessian == "population"
+    sd = np.sqrt(np.diag(covariance))
+    assert np.all(np.abs(approximation.mode.vector - mean) < 4 * sd / np.sqrt(100))
+    np.testing.assert_allclose(np.sqrt(np.diag(approximation.covariance)), sd, rtol=0.25)
+
+
+def test_start_values_are_particles_of_the_mode(linear_modes):
+    starts = linear_modes.start_values(0, 4, random_seed=2)
+    assert len(starts) == 4 and all(set(s) == {"a", "b"} for s in starts)
+    population = set(
+        zip(
+            linear_modes.posterior["a"].values.ravel().tolist(),
+            linear_modes.posterior["b"].values.ravel().tolist(),
+        )
+    )
+    assert {(float(s["a"]), float(s["b"])) for s in starts} <= population
+
+
+def test_the_table_has_a_row_per_mode(linear_modes):
+    table = linear_modes.to_dataframe()
+    assert list(table.index) == [0]
+    assert {"weight", "weight_se", "log_posterior", "log_likelihood", "a", "b"} <= set(
+        table.columns
+    )
+
+
+def test_arguments_are_checked(linear_modes):
+    with pytest.raises(ValueError, match="idata: expected the result of sample_smc"):
+        smc_modes(linear_model(), object())
+    fit = type("Fit", (), {"posterior": linear_modes.posterior})()
+    with pytest.raises(ValueError, match="particles_per_run: expected an integer >= 1, got 0"):
+        smc_modes(linear_model(), fit, particles_per_run=0)
+    with pytest.raises(ValueError, match=r"free variables \['k', 'x0'\]"):
+        smc_modes(symmetric_decay_model(), fit)
+    with pytest.raises(TypeError, match="modes: expected the result of smc_modes"):
+        sample_smc_modes(object())
+    with pytest.raises(ValueError, match="chains_per_mode: expected an integer >= 1"):
+        sample_smc_modes(linear_modes, chains_per_mode=0)
+    with pytest.raises(ValueError, match=r"min_weight: expected a number in \[0, 1\), got 1.0"):
+        sample_smc_modes(linear_modes, min_weight=1.0)
+
+
+@pytest.mark.slow
+def test_nuts_in_each_mode_of_a_bimodal_posterior_weighted_as_quadrature():
+    fit = sample_smc(symmetric_decay_model(), random_seed=7, **SMC_OPTIONS)
+    modes = smc_modes(symmetric_decay_model(), fit, particles_per_run=30, random_seed=3)
+    assert len(modes.modes) == 2
+    positive = [m for m in modes.modes if m.optimum.parameters["k"] > 0][0]
+    negative = [m for m in modes.modes if m.optimum.parameters["k"] < 0][0]
+    exact = positive_mode_weight()
+    assert 0.0 < positive.weight_se < 0.1
+    assert abs(positive.weight - exact) < 3.0 * positive.weight_se, (positive.weight, exact)
+    assert abs(positive.weight + negative.weight - 1.0) < 1e-12
+    # each particle joined the mode of its sign
+    for mode, sign in ((positive, 1.0), (negative, -1.0)):
+        k = np.array([fit.posterior["k"].values[rc] for rc in mode.particles])
+        assert np.all(np.sign(k) == sign)
+
+    samples = sample_smc_modes(
+        modes, draws=500, tune=300, chains_per_mode=2, cores=1, random_seed=5, progressbar=False
+    )
+    table = samples.summary()
+    assert (table["rhat_max"] < 1.01).all(), table
+    assert (table["ess_bulk_min"] > 200).all(), table
+    assert (table["leakage"] == 0.0).all(), table
+    # NUTS stays in its mode; each mode at the rate the data fix (k^2 = 0.7)
+    for mode, sign in ((positive, 1.0), (negative, -1.0)):
+        k = samples.samples[mode.rank].posterior["k"].values
+        assert np.all(np.sign(k) == sign)
+        assert abs(float(np.median(sign * k)) - np.sqrt(0.7)) < 0.1
+    mixture = samples.mixture(random_seed=1)
+    k = mixture.posterior["k"].values.ravel()
+    share = float(np.mean(k > 0))
+    assert abs(share - positive.weight) < 2.0 / k.size + 1e-12
+    # the mixture's P(k > 0) against quadrature, within the weight's error
+    assert abs(share - exact) < 3.0 * positive.weight_se
+    # its mean of k against quadrature: the weight's error times the modes' distance
+    distance = 2.0 * np.sqrt(0.7)
+    exact_mean = posterior_mean_k()
+    assert abs(exact_mean) > 0.3  # the weights matter to it
+    assert abs(float(k.mean()) - exact_mean) < 3.0 * distance * positive.weight_se + 0.02
