@@ -173,6 +173,7 @@ def run_pypesto_sampling(
     seed: int = 1,
     timeout: float = 7200.0,
     nominal_start: bool = False,
+    pt_chains: int = 20,
 ) -> dict | None:
     """Sample a PEtab problem with pyPESTO (``pypesto_sampling_runner.py``); its JSON, or None.
 
@@ -201,6 +202,8 @@ def run_pypesto_sampling(
         repr(atol),
         "--seed",
         str(seed),
+        "--pt-chains",
+        str(pt_chains),
     ] + (["--nominal-start"] if nominal_start else [])
     return _run(python, cmd, Path(yaml).stem, timeout)
 

@@ -19,6 +19,20 @@ What it does, the way a pyPESTO user samples a posterior:
    ``pypesto.sample.sample`` from the best optimum for ``--n-samples`` iterations: timed.
    The burn-in is pyPESTO's Geweke test (``pypesto.sample.geweke_test``), reported; the
    caller computes effective sample sizes from the whole chain and from the chain after it.
+4. ``pt``: pyPESTO's ``ParallelTemperingSampler`` with ``--pt-chains`` adaptive-Metropolis
+   chains at fixed inverse temperatures from its beta-decay ladder (Xie et al. 2011,
+   ``alpha`` 0.3, from 1 down to 0), the set-up pyPESTO's documentation prescribes for
+   thermodynamic integration; after sampling, the log evidence by
+   ``pypesto.sample.evidence.parallel_tempering_log_evidence`` (trapezoid, Simpson and
+   steppingstone; all chains after the largest Geweke burn-in, or only the chains that pass
+   the test when some do not, pyPESTO's fallback; NaN when fewer than two pass), and
+   pyPESTO's ``steppingstone`` over every chain after a burn-in of half the iterations
+   (``steppingstone_all_chains``: the fallback's integral starts at the coldest passing
+   chain's beta instead of 0, and the trapezoid's first interval is weighted by the mean
+   log-likelihood of prior draws, -1e12 on Boehm's ten-decade priors). With no
+   PEtab prior, pyPESTO's chain at beta 0 samples the uniform density on the bounds (on the
+   parameter scale), so the estimate is the log evidence under that normalised uniform
+   prior, the PEtab default.
 
 CLI
 ---
@@ -44,6 +58,49 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def thermodynamic_evidence(sampled) -> dict:
+    """pyPESTO's log evidence estimates from a parallel-tempering result, timed.
+
+    All chains are used when every chain passes pyPESTO's Geweke test, otherwise pyPESTO's
+    fallback (only the chains that pass); with fewer than two such chains there is no
+    estimate (NaN, where pyPESTO would return 0 from an empty integral).
+    """
+    import numpy as np
+    from pypesto.sample.diagnostics import geweke_test
+    from pypesto.sample.evidence import parallel_tempering_log_evidence, steppingstone
+
+    started = time.perf_counter()
+    record = sampled.sample_result
+    n_chains, n_iterations = record.trace_x.shape[:2]
+    burn_ins = [int(geweke_test(sampled, chain_number=i)) for i in range(n_chains)]
+    converged = [b < n_iterations for b in burn_ins]
+    use_all_chains = all(converged)
+    estimates = {}
+    for method in ("trapezoid", "simpson", "steppingstone"):
+        if sum(converged) < 2:
+            estimates[method] = float("nan")
+            continue
+        value = parallel_tempering_log_evidence(
+            sampled, method=method, use_all_chains=use_all_chains
+        )
+        estimates[method] = float(value)
+    loglike = record.trace_neglogprior - record.trace_neglogpost  # (chains, iterations)
+    # pyPESTO's steppingstone estimator over every chain after a fixed burn-in of half the
+    # iterations: the hot chains rarely pass the Geweke test, and pyPESTO's fallback then
+    # integrates over the colder chains only (from their smallest beta, not from 0)
+    half = loglike.shape[1] // 2
+    temps, chains_low_first = record.betas[::-1], loglike[::-1, half:]
+    estimates["steppingstone_all_chains"] = float(steppingstone(temps, chains_low_first))
+    return {
+        "log_evidence": estimates,
+        "all_chains_converged": use_all_chains,
+        "burn_ins": burn_ins,
+        "betas": [float(b) for b in record.betas],
+        "mean_log_likelihood_per_beta": [float(v) for v in np.mean(loglike, axis=1)],
+        "evidence_s": time.perf_counter() - started,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--yaml", required=True)
@@ -52,6 +109,7 @@ def main() -> None:
     parser.add_argument("--samplers", default="am,apt")
     parser.add_argument("--n-samples", type=int, default=100_000)
     parser.add_argument("--apt-chains", type=int, default=3)
+    parser.add_argument("--pt-chains", type=int, default=20)
     parser.add_argument("--rtol", type=float, default=1e-8)
     parser.add_argument("--atol", type=float, default=1e-16)
     parser.add_argument("--seed", type=int, default=1)
@@ -118,8 +176,12 @@ def main() -> None:
             sampler = sample.AdaptiveParallelTemperingSampler(
                 internal_sampler=sample.AdaptiveMetropolisSampler(), n_chains=args.apt_chains
             )
+        elif name == "pt":
+            sampler = sample.ParallelTemperingSampler(
+                internal_sampler=sample.AdaptiveMetropolisSampler(), n_chains=args.pt_chains
+            )
         else:
-            raise SystemExit(f"--samplers: unknown sampler {name!r} (expected am or apt)")
+            raise SystemExit(f"--samplers: unknown sampler {name!r} (expected am, apt or pt)")
         started = time.perf_counter()
         sampled = sample.sample(
             problem, n_samples=args.n_samples, sampler=sampler, result=result, filename=None
@@ -135,6 +197,8 @@ def main() -> None:
             "burn_in": burn_in,
             "trace": str(out / f"{name}.npy"),
         }
+        if name == "pt":
+            samplers[name]["evidence"] = thermodynamic_evidence(sampled)
 
     print(
         json.dumps(

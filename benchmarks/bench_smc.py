@@ -1,0 +1,253 @@
+"""Model evidence by tempered SMC against pyPESTO's thermodynamic integration (issue 38).
+
+For each PEtab problem of ``../shared/petab`` given (default Boehm_JProteomeRes2014), the
+log evidence under the problem's own priors (PEtab's default: uniform on the bounds, on the
+parameter's scale) is estimated twice in the same run:
+
+- **ours**: ``pymc_odesens.sample_smc(problem, draws, runs, cores)``; the estimate and its
+  Monte Carlo standard error from the ``runs`` independent runs (``log_evidence``), wall
+  time of the call (the model's compiles included: a cold user pays them);
+- **pyPESTO**: ``--pt-repeats`` independent runs (seeds ``seed``, ``seed + 1``, ...) of
+  pyPESTO's ``ParallelTemperingSampler`` (``--pt-chains`` adaptive-Metropolis chains on
+  pyPESTO's beta-decay ladder, ``--pt-samples`` iterations, started from its own multistart
+  optimum, AMICI at the same tolerances; ``benchmarks/peers/pypesto_sampling_runner.py`` in
+  the AMICI virtualenv, one process on one core each, ``--pt-parallel`` at a time) and
+  ``pypesto.sample.evidence.parallel_tempering_log_evidence``, by thermodynamic
+  integration (trapezoid, and Simpson) and by steppingstone sampling from the same chains
+  (pyPESTO's function, and pyPESTO's ``steppingstone`` over every chain after half the
+  iterations as burn-in: ``benchmarks/peers/pypesto_sampling_runner.py`` says why).
+  Each estimate is the mean over the repeats and its error their standard deviation over
+  ``sqrt(repeats)``. pyPESTO's time is the sum of the repeats' wall times (its time on one
+  core): AMICI's model import (built once, then cached), multistart and sampling.
+
+The table gives the estimates with their errors, ours minus each of pyPESTO's in units of
+the combined error, and each side's time; ``time_ratio_per_core`` in the JSON is pyPESTO's
+time on one core over ours times ``--cores``.
+
+Run:  python benchmarks/bench_smc.py
+      python benchmarks/bench_smc.py --draws 200 --runs 4 --pt-samples 20000 --pt-repeats 4
+      (writes results/bench_smc.json, or results/<name>.json with --output <name>)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import common
+import numpy as np
+from common import print_table, progress
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from amici import run_pypesto_sampling  # noqa: E402  (benchmarks/peers/amici.py, not AMICI)
+
+PROBLEMS = ("Boehm_JProteomeRes2014",)
+
+
+def petab_yaml(name: str) -> Path:
+    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", common.REPO_DIR.parent / "shared"))
+    return shared / "petab" / name / f"{name}.yaml"
+
+
+def ours(name: str, args) -> dict:
+    """Our log evidence of ``name`` by ``sample_smc``, with its error and wall time."""
+    import pymc_odesens
+    from pymc_odesens.petab import PetabProblem
+
+    started = time.perf_counter()
+    problem = PetabProblem.from_yaml(petab_yaml(name))
+    idata = pymc_odesens.sample_smc(
+        problem, draws=args.draws, runs=args.runs, cores=args.cores, random_seed=args.seed
+    )
+    seconds = time.perf_counter() - started
+    if args.save_idata is not None:
+        args.save_idata.mkdir(parents=True, exist_ok=True)
+        idata.to_netcdf(args.save_idata / f"{name}_smc_{args.runs}x{args.draws}.nc")
+    estimate, error = pymc_odesens.log_evidence(idata)
+    stats = idata.sample_stats
+    stages = stats["beta"].notnull().sum("stage").values
+    return {
+        "log_evidence": float(estimate),
+        "mcse": float(error),
+        "per_run": [float(v) for v in stats["log_marginal_likelihood"].values],
+        "stages": [int(v) for v in stages],
+        "gradient_evaluations": [int(v) for v in stats["gradient_evaluations"].sum("stage").values],
+        "failed_evaluations": [int(v) for v in stats["failed_evaluations"].sum("stage").values],
+        "moves_per_stage": stats["moves"].values.tolist(),
+        "correlation_per_stage": stats["correlation"].values.tolist(),
+        "stage_seconds": stats["stage_seconds"].values.tolist(),
+        "seconds": seconds,
+        "draws": args.draws,
+        "runs": args.runs,
+        "cores": args.cores,
+    }
+
+
+def pypesto_repeat(name: str, args, repeat: int) -> dict | None:
+    """One pyPESTO parallel-tempering run of ``name`` with its evidence, or None."""
+    seed = args.seed + repeat
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        run = run_pypesto_sampling(
+            petab_yaml(name),
+            out,
+            n_starts=args.n_starts,
+            samplers=["pt"],
+            n_samples=args.pt_samples,
+            rtol=args.rtol,
+            atol=args.atol,
+            seed=seed,
+            timeout=args.timeout,
+            pt_chains=args.pt_chains,
+        )
+    seconds = time.perf_counter() - started
+    if run is None:
+        return None
+    sampled = run["samplers"]["pt"]
+    sampled.pop("trace")
+    return {
+        "seed": seed,
+        "seconds": seconds,
+        "build_s": run["build_s"],
+        "optimize_s": run["optimize_s"],
+        "best_negative_log_posterior": run["best_negative_log_posterior"],
+        **sampled,
+    }
+
+
+def pypesto(name: str, args) -> dict:
+    """pyPESTO's log evidence of ``name`` over ``--pt-repeats`` independent runs.
+
+    The repeats run concurrently, ``--pt-parallel`` at a time, each in one process on one
+    core; ``seconds`` is the sum of their wall times (the time on one core).
+    """
+    progress(
+        f"{name}: pyPESTO parallel tempering, {args.pt_repeats} repeats "
+        f"({args.pt_parallel} at a time), {args.pt_chains} chains x {args.pt_samples} iterations"
+    )
+    # the AMICI model is built (once, then cached) by the first repeat alone
+    first = pypesto_repeat(name, args, 0)
+    with ThreadPoolExecutor(max_workers=args.pt_parallel) as pool:
+        rest = list(pool.map(lambda r: pypesto_repeat(name, args, r), range(1, args.pt_repeats)))
+    repeats = [first, *rest]
+    if any(r is None for r in repeats):
+        return {"error": "the pyPESTO runner failed", "repeats": repeats}
+    estimates = {}
+    for method in ("trapezoid", "simpson", "steppingstone", "steppingstone_all_chains"):
+        values = np.array([r["evidence"]["log_evidence"][method] for r in repeats])
+        finite = values[np.isfinite(values)]
+        estimates[method] = {
+            "log_evidence": float(np.mean(finite)) if finite.size else float("nan"),
+            "mcse": float(np.std(finite, ddof=1) / np.sqrt(finite.size))
+            if finite.size > 1
+            else float("nan"),
+            "repeats_with_estimate": int(finite.size),
+        }
+    return {
+        "estimates": estimates,
+        "seconds": float(sum(r["seconds"] for r in repeats)),
+        "seconds_without_build": float(sum(r["seconds"] - r["build_s"] for r in repeats)),
+        "chains": args.pt_chains,
+        "iterations": args.pt_samples,
+        "repeats": repeats,
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--draws", type=int, default=200, help="SMC particles per run")
+    parser.add_argument("--runs", type=int, default=4, help="independent SMC runs")
+    parser.add_argument("--cores", type=int, default=None, help="SMC worker processes")
+    parser.add_argument("--pt-chains", type=int, default=20)
+    parser.add_argument("--pt-samples", type=int, default=10_000, help="PT iterations")
+    parser.add_argument("--pt-repeats", type=int, default=4, help="independent PT runs")
+    parser.add_argument(
+        "--pt-parallel", type=int, default=2, help="PT runs at a time (one core each)"
+    )
+    parser.add_argument("--n-starts", type=int, default=10, help="pyPESTO multistart")
+    parser.add_argument("--rtol", type=float, default=1e-8)
+    parser.add_argument("--atol", type=float, default=1e-16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sides", default="ours,pypesto")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="per pyPESTO run, s")
+    parser.add_argument("--output", default="bench_smc")
+    parser.add_argument(
+        "--save-idata", type=Path, default=None, help="folder for our runs' InferenceData"
+    )
+    args = parser.parse_args(argv)
+    settings = {**vars(args), "save_idata": str(args.save_idata) if args.save_idata else None}
+    sides = [s for s in args.sides.split(",") if s]
+    unknown = set(sides) - {"ours", "pypesto"}
+    if unknown:
+        parser.error(f"--sides: unknown {sorted(unknown)} (expected ours and/or pypesto)")
+    common.report_load("before")
+    records, rows = [], []
+    for name in [p for p in args.problems.split(",") if p]:
+        record = {"problem": name}
+        if "pypesto" in sides:
+            record["pypesto"] = pypesto(name, args)
+            common.write_results(
+                args.output, {"settings": settings, "problems": records + [record]}
+            )
+        if "ours" in sides:
+            progress(f"{name}: sample_smc, {args.runs} runs x {args.draws} particles")
+            record["ours"] = ours(name, args)
+        records.append(record)
+        common.write_results(args.output, {"settings": settings, "problems": records})
+        mine, theirs = record.get("ours"), record.get("pypesto")
+        if mine:
+            rows.append(
+                [
+                    name,
+                    f"sample_smc, {args.runs} x {args.draws} particles",
+                    f"{mine['log_evidence']:.2f}",
+                    f"{mine['mcse']:.2f}",
+                    f"{mine['seconds']:.0f} on {args.cores or os.cpu_count()} cores",
+                    "",
+                ]
+            )
+        if theirs and "estimates" in theirs:
+            for method, label in (
+                ("trapezoid", "TI (trapezoid)"),
+                ("steppingstone", "steppingstone"),
+                ("steppingstone_all_chains", "steppingstone, all chains"),
+            ):
+                side = theirs["estimates"][method]
+                difference = ""
+                if mine and np.isfinite(side["log_evidence"]):
+                    combined = np.hypot(mine["mcse"], side["mcse"])
+                    side["ours_minus_this_in_errors"] = float(
+                        (mine["log_evidence"] - side["log_evidence"]) / combined
+                    )
+                    difference = f"{side['ours_minus_this_in_errors']:+.1f}"
+                rows.append(
+                    [
+                        name,
+                        f"pyPESTO PT {label}, {args.pt_repeats} runs",
+                        f"{side['log_evidence']:.2f}",
+                        f"{side['mcse']:.2f}",
+                        f"{theirs['seconds']:.0f} on 1 core",
+                        difference,
+                    ]
+                )
+            if mine:
+                record["time_ratio_per_core"] = float(
+                    theirs["seconds"] / (mine["seconds"] * (args.cores or os.cpu_count()))
+                )
+        common.write_results(args.output, {"settings": settings, "problems": records})
+    common.report_load("after")
+    print_table(
+        ["problem", "method", "log evidence", "error", "wall s", "ours - this (errors)"],
+        rows,
+        title="Log evidence under the PEtab priors",
+    )
+
+
+if __name__ == "__main__":
+    main()
