@@ -18,6 +18,10 @@ into another would count that mass twice. :meth:`ModeSamples.summary` reports ea
 population's spread) to another mode's mean than to its own; a leakage above
 :data:`LEAKAGE_WARNING` is warned about: those modes are connected, and one NUTS run over
 them (or the SMC population itself) is the posterior to use.
+
+Threads: each call of :func:`sample_smc_modes` builds its own NUTS steps, so calls from
+several threads share no sampler state (as concurrent ``pm.sample`` calls); a
+:class:`ModeSamples` is only read after it is built.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ those modes and weighs them:
 
 :func:`~pymc_odesens.inference.smc_mode_sampling.sample_smc_modes` then samples each mode
 with NUTS from there and weighs the modes' draws by these weights.
+
+Threads: :func:`smc_modes` may be called from several threads (the maximisations run in
+``find_modes``, whose compiled objectives are per thread); an :class:`SmcModes` is only read
+after it is built, so its methods are safe to call concurrently.
 """
 
 from __future__ import annotations
