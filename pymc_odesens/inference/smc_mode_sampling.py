@@ -144,7 +144,11 @@ def _leakage(modes: SmcModes, samples: dict) -> dict:
     for k, idata in samples.items():
         draws = sampler_coordinates(idata.posterior, value_vars, model)
         draws = draws.reshape(-1, draws.shape[-1]) / scale
-        distances = ((draws[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+        distances = (
+            (draws**2).sum(axis=1)[:, None]
+            + (centres**2).sum(axis=1)[None, :]
+            - 2.0 * draws @ centres.T
+        )
         leakage[k] = float(np.mean(np.argmin(distances, axis=1) != k))
     return leakage
 

@@ -324,7 +324,13 @@ def smc_modes(
     scale = np.where(scale > 0, scale, 1.0)
     ok = np.flatnonzero(label >= 0)
     anchors = np.array([coordinates[optimised[i]] for i in ok]) / scale
-    distances = (((flat / scale)[:, None, :] - anchors[None, :, :]) ** 2).sum(axis=2)
+    scaled = flat / scale
+    # squared distances without an (particles x anchors x coordinates) array
+    distances = (
+        (scaled**2).sum(axis=1)[:, None]
+        + (anchors**2).sum(axis=1)[None, :]
+        - 2.0 * scaled @ anchors.T
+    )
     nearest = np.argmin(distances, axis=1)
     assigned = label[ok][nearest]
 
