@@ -20,7 +20,6 @@ Run:  python benchmarks/bench_pypesto_posterior.py
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -28,18 +27,13 @@ from pathlib import Path
 import arviz as az
 import common
 import numpy as np
-from common import print_table, progress
+from common import petab_yaml, print_table, progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from amici import run_pypesto_sampling  # noqa: E402  (benchmarks/peers/amici.py, not AMICI)
 
 PROBLEMS = ("Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Bachmann_MSB2011")
 SAMPLER_NAMES = {"am": "AdaptiveMetropolis", "apt": "AdaptiveParallelTempering"}
-
-
-def petab_yaml(name: str) -> Path:
-    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", common.REPO_DIR.parent / "shared"))
-    return shared / "petab" / name / f"{name}.yaml"
 
 
 def chain_ess(trace: np.ndarray, burn_in: int) -> dict:

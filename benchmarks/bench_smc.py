@@ -41,17 +41,12 @@ from pathlib import Path
 
 import common
 import numpy as np
-from common import print_table, progress
+from common import petab_yaml, print_table, progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from amici import run_pypesto_sampling  # noqa: E402  (benchmarks/peers/amici.py, not AMICI)
 
 PROBLEMS = ("Boehm_JProteomeRes2014",)
-
-
-def petab_yaml(name: str) -> Path:
-    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", common.REPO_DIR.parent / "shared"))
-    return shared / "petab" / name / f"{name}.yaml"
 
 
 def ours(name: str, args) -> dict:

@@ -59,6 +59,13 @@ def progress(message: str) -> None:
 # ----------------------------------------------------------------------------- models
 
 
+def petab_yaml(name: str) -> Path:
+    """The YAML file of the shared PEtab problem ``name`` (``$PYMC_ODESENS_SHARED_DIR/petab``,
+    by default ``../shared/petab`` beside the repository)."""
+    shared = Path(os.environ.get("PYMC_ODESENS_SHARED_DIR", REPO_DIR.parent / "shared"))
+    return shared / "petab" / name / f"{name}.yaml"
+
+
 def models_dir() -> Path:
     """The shared reference models: ``$PYMC_ODESENS_MODELS_DIR`` or ``<repo>/../shared/models``."""
     env = os.environ.get("PYMC_ODESENS_MODELS_DIR")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
-__all__ = ["MASS_MATRICES", "PopulationMetric", "population_metric"]
+__all__ = ["MASS_MATRICES", "PopulationMetric", "population_covariance", "population_metric"]
 
 MASS_MATRICES = ("diag", "dense")
 
@@ -71,6 +71,39 @@ class PopulationMetric:
         return len(self.variances) if self.kind == "diag" else self.cholesky.shape[0]
 
 
+def population_covariance(positions: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The particles' weighted covariance, unbiased, shrunk towards its diagonal by
+    ``n / (n + 5)`` (``n`` the weights' effective sample size) and regularised, as the
+    dense :func:`population_metric` uses it.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        ``(N, d)`` particles in the unconstrained coordinates.
+    weights : numpy.ndarray
+        ``(N,)`` non-negative weights (any normalisation).
+    """
+    variances, centred, w, unbiased, floor = _weighted_moments(positions, weights)
+    n = 1.0 / float(np.sum(w**2))
+    covariance = unbiased * ((centred * w[:, None]).T @ centred)
+    shrink = n / (n + 5.0)
+    covariance = shrink * covariance + (1.0 - shrink) * np.diag(variances)
+    return 0.5 * (covariance + covariance.T) + floor * np.eye(centred.shape[1])
+
+
+def _weighted_moments(positions, weights):
+    """``(variances, centred positions, normalised weights, unbiasing factor, floor)``."""
+    positions = np.asarray(positions, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    centred = positions - w @ positions
+    # the unbiased weighted estimate (N / (N - 1) for equal weights)
+    unbiased = 1.0 / max(1.0 - float(np.sum(w**2)), 1e-12)
+    variances = unbiased * (w @ centred**2)
+    floor = 1e-10 * max(float(np.max(variances)), 1e-300)
+    return variances, centred, w, unbiased, floor
+
+
 def population_metric(positions: np.ndarray, weights: np.ndarray, kind: str) -> PopulationMetric:
     """The regularised weighted covariance of the particles as a :class:`PopulationMetric`.
 
@@ -84,20 +117,8 @@ def population_metric(positions: np.ndarray, weights: np.ndarray, kind: str) -> 
     """
     if kind not in MASS_MATRICES:
         raise ValueError(f"mass_matrix must be one of {MASS_MATRICES}; got {kind!r}")
-    positions = np.asarray(positions, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    w = w / w.sum()
-    n = 1.0 / float(np.sum(w**2))
-    mean = w @ positions
-    centred = positions - mean
-    # the unbiased weighted estimate (N / (N - 1) for equal weights)
-    unbiased = 1.0 / max(1.0 - float(np.sum(w**2)), 1e-12)
-    variances = unbiased * (w @ centred**2)
-    floor = 1e-10 * max(float(np.max(variances)), 1e-300)
     if kind == "diag":
+        variances, _, _, _, floor = _weighted_moments(positions, weights)
         return PopulationMetric("diag", variances=variances + floor)
-    covariance = unbiased * ((centred * w[:, None]).T @ centred)
-    shrink = n / (n + 5.0)
-    covariance = shrink * covariance + (1.0 - shrink) * np.diag(variances)
-    covariance = 0.5 * (covariance + covariance.T) + floor * np.eye(positions.shape[1])
+    covariance = population_covariance(positions, weights)
     return PopulationMetric("dense", cholesky=np.linalg.cholesky(covariance))

@@ -35,7 +35,7 @@ import xarray as xr
 
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.sampling import sample
-from pymc_odesens.inference.smc_modes import SmcModes
+from pymc_odesens.inference.smc_modes import SmcModes, nearest
 
 __all__ = ["LEAKAGE_WARNING", "ModeSamples", "sample_smc_modes"]
 
@@ -135,21 +135,12 @@ class ModeSamples:
 def _leakage(modes: SmcModes, samples: dict) -> dict:
     model = modes.model
     value_vars = list(model.continuous_value_vars)
-    population = sampler_coordinates(modes.posterior, value_vars, model)
-    flat = population.reshape(-1, population.shape[-1])
-    scale = flat.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    centres = np.array([m.approximation.mode.vector for m in modes.modes]) / scale
+    centres = np.array([m.approximation.mode.vector for m in modes.modes]) / modes.scale
     leakage = {}
     for k, idata in samples.items():
         draws = sampler_coordinates(idata.posterior, value_vars, model)
-        draws = draws.reshape(-1, draws.shape[-1]) / scale
-        distances = (
-            (draws**2).sum(axis=1)[:, None]
-            + (centres**2).sum(axis=1)[None, :]
-            - 2.0 * draws @ centres.T
-        )
-        leakage[k] = float(np.mean(np.argmin(distances, axis=1) != k))
+        draws = draws.reshape(-1, draws.shape[-1]) / modes.scale
+        leakage[k] = float(np.mean(nearest(draws, centres) != k))
     return leakage
 
 

@@ -38,17 +38,25 @@ import pandas as pd
 import pymc as pm
 
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
-from pymc_odesens.inference.mode_metric import PosteriorMode
+from pymc_odesens.inference.mode_metric import PosteriorMode, _split
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.multistart import find_modes
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
+from pymc_odesens.inference.smc_mass_matrix import population_covariance
 
-__all__ = ["SmcMode", "SmcModes", "smc_modes"]
+__all__ = ["SmcMode", "SmcModes", "nearest", "smc_modes"]
 
-_SHRINK = 5.0
-"""The covariance of ``n`` particles is shrunk towards its diagonal by ``n / (n + 5)``, as
-the SMC moves' dense metric (:mod:`~pymc_odesens.inference.smc_mass_matrix`)."""
+
+def nearest(points: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """For each row of ``points``, the index of the nearest row of ``centres`` (Euclidean;
+    squared distances expanded, without a points x centres x coordinates array)."""
+    distances = (
+        (points**2).sum(axis=1)[:, None]
+        + (centres**2).sum(axis=1)[None, :]
+        - 2.0 * points @ centres.T
+    )
+    return np.argmin(distances, axis=1)
 
 
 @dataclass(frozen=True)
@@ -109,14 +117,18 @@ class SmcModes:
     failed_share : float
         The share of optimised particles whose maximisation failed (they count for no mode;
         the weights are shares of the others).
+    scale : numpy.ndarray
+        The particles' standard deviation in each of the sampler's coordinates (1 where
+        they have none): the units in which "nearest" is measured.
     """
 
-    def __init__(self, modes, search, optimised, posterior, failed_share) -> None:
+    def __init__(self, modes, search, optimised, posterior, failed_share, scale) -> None:
         self.modes = tuple(modes)
         self.search = search
         self.optimised = tuple(optimised)
         self.posterior = posterior
         self.failed_share = float(failed_share)
+        self.scale = np.asarray(scale, dtype=float)
 
     @property
     def model(self) -> pm.Model:
@@ -194,21 +206,12 @@ def _check(idata, particles_per_run) -> None:
 
 
 def _population_approximation(model, value_vars, positions: np.ndarray) -> LaplaceApproximation:
-    """Mean and (shrunk) covariance of ``positions`` (rows, sampler's coordinates)."""
+    """Mean and covariance (as the SMC moves' dense metric) of ``positions`` (rows)."""
     n = len(positions)
     mean = positions.mean(axis=0)
-    covariance = np.atleast_2d(np.cov(positions, rowvar=False))
-    shrink = n / (n + _SHRINK)
-    covariance = shrink * covariance + (1.0 - shrink) * np.diag(np.diag(covariance))
-    point, offset = {}, 0
-    initial = model.initial_point()
-    for v in value_vars:
-        shape = np.shape(initial[v.name])
-        size = int(np.prod(shape, dtype=int))
-        point[v.name] = mean[offset : offset + size].reshape(shape)
-        offset += size
+    covariance = population_covariance(positions, np.ones(n))
     mode = PosteriorMode(
-        point=point,
+        point=_split(mean, value_vars, model.initial_point()),
         vector=mean,
         value_variables=tuple(v.name for v in value_vars),
         log_density=float("nan"),
@@ -323,16 +326,8 @@ def smc_modes(
     scale = flat.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     ok = np.flatnonzero(label >= 0)
-    anchors = np.array([coordinates[optimised[i]] for i in ok]) / scale
-    scaled = flat / scale
-    # squared distances without an (particles x anchors x coordinates) array
-    distances = (
-        (scaled**2).sum(axis=1)[:, None]
-        + (anchors**2).sum(axis=1)[None, :]
-        - 2.0 * scaled @ anchors.T
-    )
-    nearest = np.argmin(distances, axis=1)
-    assigned = label[ok][nearest]
+    anchors = np.array([coordinates[optimised[i]] for i in ok])
+    assigned = label[ok][nearest(flat / scale, anchors / scale)]
 
     modes = []
     d = flat.shape[1]
@@ -355,4 +350,4 @@ def smc_modes(
             )
         )
     failed_share = float(np.mean(label < 0))
-    return SmcModes(modes, search, optimised, posterior, failed_share)
+    return SmcModes(modes, search, optimised, posterior, failed_share, scale)

@@ -172,16 +172,18 @@ def symmetric_decay_model() -> pm.Model:
     return model
 
 
+def symmetric_log_density(k: float) -> float:
+    """log p(k, y) of the symmetric decay model, x0 integrated out in closed form."""
+    g = np.exp(-(k**2) * TIMES)
+    covariance = 0.25 * np.outer(g, g) + 0.01 * np.eye(len(TIMES))
+    return stats.norm(0.3, 0.6).logpdf(k) + stats.multivariate_normal(2.0 * g, covariance).logpdf(
+        DECAY_DATA
+    )
+
+
 def positive_mode_weight() -> float:
     """P(k > 0 | y) by quadrature (x0 integrated out in closed form, as above)."""
-
-    def log_integrand(k):
-        g = np.exp(-(k**2) * TIMES)
-        covariance = 0.25 * np.outer(g, g) + 0.01 * np.eye(len(TIMES))
-        return stats.norm(0.3, 0.6).logpdf(k) + stats.multivariate_normal(
-            2.0 * g, covariance
-        ).logpdf(DECAY_DATA)
-
+    log_integrand = symmetric_log_density
     grid = np.linspace(0.01, 3.0, 2000)
     peak = grid[np.argmax([log_integrand(k) for k in grid])]
     shift = log_integrand(peak)

@@ -3,15 +3,14 @@ NUTS in each mode weighted by them, against quadrature on a bimodal ODE posterio
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import integrate
 
 from pymc_odesens.inference import sample_smc, sample_smc_modes, smc_modes
 from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
 from tests.inference.test_smc import (
-    DECAY_DATA,
-    TIMES,
     positive_mode_weight,
     symmetric_decay_model,
+    symmetric_log_density,
 )
 
 
@@ -25,14 +24,7 @@ def conjugate_posterior():
 
 def posterior_mean_k() -> float:
     """E[k | y] of the symmetric decay model by quadrature (x0 integrated out exactly)."""
-
-    def log_density(k):
-        g = np.exp(-(k**2) * TIMES)
-        covariance = 0.25 * np.outer(g, g) + 0.01 * np.eye(len(TIMES))
-        return stats.norm(0.3, 0.6).logpdf(k) + stats.multivariate_normal(
-            2.0 * g, covariance
-        ).logpdf(DECAY_DATA)
-
+    log_density = symmetric_log_density
     peaks = [-np.sqrt(0.7), np.sqrt(0.7)]
     shift = max(log_density(k) for k in peaks)
     mass, _ = integrate.quad(
