@@ -105,16 +105,9 @@ def _weighted_moments(positions, weights):
 
 
 def population_metric(positions: np.ndarray, weights: np.ndarray, kind: str) -> PopulationMetric:
-    """The regularised weighted covariance of the particles as a :class:`PopulationMetric`.
-
-    Parameters
-    ----------
-    positions : numpy.ndarray
-        ``(N, d)`` particles in the unconstrained coordinates.
-    weights : numpy.ndarray
-        ``(N,)`` non-negative weights (any normalisation).
-    kind : {"diag", "dense"}
-    """
+    """The regularised weighted covariance of the particles as a :class:`PopulationMetric`:
+    its diagonal (``kind="diag"``) or :func:`population_covariance` (``"dense"``); ``positions``
+    and ``weights`` as there."""
     if kind not in MASS_MATRICES:
         raise ValueError(f"mass_matrix must be one of {MASS_MATRICES}; got {kind!r}")
     if kind == "diag":
