@@ -71,6 +71,20 @@ def _distribution_name(rv) -> str:
     return printed[0] if printed else type(op).__name__
 
 
+def _without_forward_derivatives(model) -> list[str]:
+    """The Ops above the observed variables that say they have no forward derivatives
+    (``forward_derivatives = False``: their ``R_op`` would need a second derivative)."""
+    graphs = [rv.owner.inputs[i] for rv in model.observed_RVs for i in range(len(rv.owner.inputs))]
+    found = []
+    for var in ancestors(model.replace_rvs_by_values(graphs)):
+        op = getattr(var.owner, "op", None)
+        if op is not None and not getattr(op, "forward_derivatives", True):
+            name = str(op)
+            if name not in found:
+                found.append(name)
+    return found
+
+
 def likelihood_terms(model) -> list[LikelihoodTerm]:
     """The observed Normal and LogNormal variables of ``model`` with their parameters.
 
@@ -78,9 +92,18 @@ def likelihood_terms(model) -> list[LikelihoodTerm]:
     ------
     ValueError
         An observed variable has another distribution (its Fisher information
-        is not known to the metric).
+        is not known to the metric); the observed variables depend on an Op without
+        forward derivatives (a steady state, :class:`~pymc_odesens.ops.steady_state_ops.
+        SteadyStateOp`).
     """
     terms = []
+    without = _without_forward_derivatives(model)
+    if without:
+        raise ValueError(
+            f"SMMALA: the observed variables depend on {', '.join(without)}, which give "
+            "gradients (vector-Jacobian products) but no forward derivatives "
+            "(Jacobian-vector products), so the Fisher information's Jacobian cannot be formed"
+        )
     for rv in model.observed_RVs:
         kind = next(
             (k for op_type, k in LIKELIHOODS.items() if isinstance(rv.owner.op, op_type)), None

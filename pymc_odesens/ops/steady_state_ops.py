@@ -43,7 +43,15 @@ class _SteadyStateBase(Op):
 
 
 class SteadyStateOp(_SteadyStateBase):
-    """``(y* (E, N), t* (E,), failed (E,) int8)`` from ``[y0 (E, N),] params (E, P)``."""
+    """``(y* (E, N), t* (E,), failed (E,) int8)`` from ``[y0 (E, N),] params (E, P)``.
+
+    Its gradient is :class:`SteadyStateVJPOp`, which has none of its own: so no forward
+    derivatives (``R_op``, which PyTensor forms from the gradient's gradient) either, and no
+    Fisher information of a likelihood through a steady state
+    (:func:`~pymc_odesens.inference.smmala_metric.likelihood_terms` says so).
+    """
+
+    forward_derivatives = False
 
     def make_node(self, *inputs):
         s = self.spec
