@@ -10,7 +10,8 @@ For each problem of ``../shared/petab`` (``$PYMC_ODESENS_SHARED_DIR/petab``; def
 Fujita, Brannmark, Elowitz, Schwen and Bachmann) and each variant (``marginalize="auto"``
 and ``None``), one process runs ``sample_posterior(problem, marginalize=..., chains=4,
 time_limit=...)`` with the problem's default solver options and otherwise the defaults
-(nutpie; 10 multistart starts; checks every 500 draws), and reports: the wall time from the
+(nutpie, in coordinates whitened by the Laplace approximation unless ``--whiten off``; 10
+multistart starts; checks every 100 draws), and reports: the wall time from the
 call to a posterior with R-hat <= 1.01 and bulk and tail ESS >= 400 for every estimated
 parameter (marginalised ones included), or the time limit; R-hat max and the smallest ESS;
 the smallest ESS per second of wall time; the modes found (and whether the posterior looks
@@ -50,7 +51,9 @@ def problem_yaml(name: str) -> Path:
     return shared / "petab" / name / f"{name}.yaml"
 
 
-def child(name: str, variant: str, time_limit: float, seed: int, n_starts: int) -> dict:
+def child(
+    name: str, variant: str, time_limit: float, seed: int, n_starts: int, whiten: bool = True
+) -> dict:
     """One run, in this process: ``sample_posterior`` and its report."""
     called = time.perf_counter()
     from pymc_odesens.petab import PetabProblem, sample_posterior
@@ -64,6 +67,7 @@ def child(name: str, variant: str, time_limit: float, seed: int, n_starts: int) 
         n_starts=n_starts,
         time_limit=time_limit,
         random_seed=seed,
+        whiten=whiten,
     )
     wall = time.perf_counter() - called
     import pymc_odesens
@@ -76,6 +80,7 @@ def child(name: str, variant: str, time_limit: float, seed: int, n_starts: int) 
     return {
         "problem": name,
         "variant": variant,
+        "whiten": whiten,
         "status": "converged" if int(attrs["converged"]) else "not converged",
         "time_read_problem": read,
         "wall_time_with_import": wall,
@@ -87,7 +92,8 @@ def child(name: str, variant: str, time_limit: float, seed: int, n_starts: int) 
 
 def run_one(name: str, variant: str, args) -> dict:
     """``child`` in its own process, killed ``args.grace`` seconds after the limit."""
-    path = CHECKPOINTS / f"{name}_{variant}.json"
+    stem = f"{name}_{variant}" + ("" if args.whiten == "on" else "_unwhitened")
+    path = CHECKPOINTS / f"{stem}.json"
     if path.exists() and not args.fresh:
         progress(f"{name} ({variant}): from the checkpoint {path}")
         return json.loads(path.read_text())
@@ -103,13 +109,15 @@ def run_one(name: str, variant: str, args) -> dict:
         str(args.seed),
         "--n-starts",
         str(args.n_starts),
+        "--whiten",
+        args.whiten,
     ]
     progress(f"{name} ({variant}): time limit {args.time_limit:.0f} s")
     # the child imports this checkout's package (not another installed copy)
     path_entries = [str(common.REPO_DIR), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path_entries if p)}
     CHECKPOINTS.mkdir(parents=True, exist_ok=True)
-    log = CHECKPOINTS / f"{name}_{variant}.log"  # the child's phases (stderr)
+    log = CHECKPOINTS / f"{stem}.log"  # the child's phases (stderr)
     began = time.perf_counter()
     with log.open("w") as stderr:
         # its own process group: a kill also ends the multistart's worker processes
@@ -183,12 +191,19 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n-starts", type=int, default=10)
+    parser.add_argument(
+        "--whiten",
+        choices=("on", "off"),
+        default="on",
+        help="nutpie in coordinates whitened by the Laplace approximation (sample_posterior's "
+        "whiten; default on)",
+    )
     parser.add_argument("--fresh", action="store_true", help="ignore the checkpoints")
     parser.add_argument("--output", default="bench_posterior")
     parser.add_argument("--child", nargs=2, metavar=("PROBLEM", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        result = child(*args.child, args.time_limit, args.seed, args.n_starts)
+        result = child(*args.child, args.time_limit, args.seed, args.n_starts, args.whiten == "on")
         print("RESULT " + json.dumps(common._jsonable(result)), flush=True)
         return result
     common.report_load("before")

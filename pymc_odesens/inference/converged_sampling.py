@@ -34,13 +34,16 @@ from dataclasses import dataclass, field
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import xarray as xr
 
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.laplace_start import LaplaceApproximation
 from pymc_odesens.inference.nutpie_start import single_initvals
 from pymc_odesens.inference.pooled_metric import resume_pooled_metric
 from pymc_odesens.inference.sampling import sample
 from pymc_odesens.inference.time_limit import TimeLimit
+from pymc_odesens.inference.whitened_model import WHITENED_NAME, whitened_model
 
 __all__ = ["ConvergedSampling", "SAMPLERS", "sample_until_converged"]
 
@@ -111,6 +114,7 @@ class _Plan:
     step_size_tune: int
     extras: _Extras
     progressbar: bool
+    whiten: LaplaceApproximation | None = None
 
 
 def _meets(checks: ConvergenceReport, target_rhat: float, target_ess: float) -> bool:
@@ -188,6 +192,7 @@ def sample_until_converged(
     target_accept: float = 0.8,
     step_size_tune: int = 100,
     extra_draws: Callable[[xr.Dataset], xr.Dataset] | None = None,
+    whiten: LaplaceApproximation | None = None,
     progressbar: bool = True,
 ) -> tuple[az.InferenceData, ConvergedSampling]:
     """Sample ``model`` until R-hat and ESS of ``var_names`` meet their targets.
@@ -233,6 +238,12 @@ def sample_until_converged(
     extra_draws : callable, optional
         ``extra_draws(posterior_stretch) -> xarray.Dataset`` with dims ``(chain, draw)``
         first: variables for those draws, added to the posterior.
+    whiten : LaplaceApproximation, optional
+        nutpie only: sample in the coordinates whitened by this approximation of
+        ``model``'s posterior (:func:`~pymc_odesens.inference.whitened_model.
+        whitened_model`; the same posterior, in coordinates where nutpie's diagonal mass
+        matrix can express its correlations). Each chain starts at its own draw of the
+        approximation, and ``initvals`` must be None.
     progressbar : bool
         The sampler's progress bar and a line per check on stderr.
 
@@ -262,7 +273,22 @@ def sample_until_converged(
         step_size_tune=step_size_tune,
         extras=extras,
         progressbar=progressbar,
+        whiten=whiten,
     )
+    if whiten is not None:
+        if sampler != "nutpie":
+            raise ValueError(
+                f"whiten: only for sampler='nutpie' (PyMC's NUTS takes the approximation "
+                f"as its dense mass matrix: LaplaceApproximation.nuts_step); got "
+                f"sampler={sampler!r}"
+            )
+        if initvals is not None:
+            raise ValueError(
+                "initvals: must be None with whiten (the chains start at draws "
+                "of the approximation)"
+            )
+        if whiten.model is not model:
+            raise ValueError("whiten: an approximation of another model than `model`")
     if sampler == "nutpie":
         idata, outcome = _nutpie_until_converged(plan)
     elif sampler == "pymc":
@@ -339,7 +365,15 @@ def _nutpie_until_converged(plan: _Plan):
     values = single_initvals(initvals)
     if values is not None:
         compile_kwargs["initial_points"] = dict(values)
-    compiled = nutpie.compile_pymc_model(model, **compile_kwargs)
+    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
+    sampled = model
+    if plan.whiten is not None:
+        white = whitened_model(plan.whiten)
+        sampled, recorded = white.model, list(white.recorded)
+        # each chain at its own draw of the approximation: N(0, I) in these coordinates
+        n = white.mean.size
+        compile_kwargs["initial_points"] = {WHITENED_NAME: pt.random.normal(size=(n,))}
+    compiled = nutpie.compile_pymc_model(sampled, **compile_kwargs)
     seed = (
         None
         if random_seed is None
@@ -424,7 +458,6 @@ def _nutpie_until_converged(plan: _Plan):
                 history,
             )
     # nutpie also records the value variables (transformed scale): PyMC's names only
-    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
     posterior = trace.posterior[[name for name in recorded if name in trace.posterior]]
     posterior = extras.joined(posterior, upto)
     stats = trace.sample_stats.isel(draw=slice(0, upto))

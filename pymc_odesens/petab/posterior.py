@@ -82,6 +82,7 @@ REPORT_FIELDS = {
     "mode_sizes": "starts per cluster",
     "multimodal": "1 if another optimum is within MULTIMODAL_GAP of the best log-posterior",
     "laplace_hessian": "how the Laplace covariance was computed",
+    "whitened": "1 if nutpie sampled in coordinates whitened by the Laplace approximation",
     "time_model": "seconds: building the PyMC model(s)",
     "time_modes": "seconds: the multistart (with its workers' compiles)",
     "time_initialise": "seconds: the Laplace approximation",
@@ -114,6 +115,7 @@ def _check_arguments(
     progressbar,
     target_accept,
     nominal_start,
+    whiten,
 ) -> None:
     if not (hasattr(problem, "build_model") and hasattr(problem, "observation_analysis")):
         raise TypeError(
@@ -150,6 +152,8 @@ def _check_arguments(
         raise TypeError(f"progressbar: expected True or False, got {progressbar!r}")
     if not isinstance(nominal_start, bool):
         raise TypeError(f"nominal_start: expected True or False, got {nominal_start!r}")
+    if not isinstance(whiten, bool):
+        raise TypeError(f"whiten: expected True or False, got {whiten!r}")
     check_executor(executor)
 
 
@@ -233,6 +237,7 @@ def sample_posterior(
     target_rhat: float = 1.01,
     target_ess: float = 400,
     target_accept: float = 0.8,
+    whiten: bool = True,
     random_seed: int | None = None,
     executor=None,
     n_workers: int | None = None,
@@ -297,6 +302,13 @@ def sample_posterior(
         ``target_ess`` (400) for every estimated parameter, marginalised ones included.
     target_accept : float
         NUTS' target acceptance rate (0.8).
+    whiten : bool
+        nutpie: sample in the coordinates whitened by the Laplace approximation
+        (:func:`~pymc_odesens.inference.whitened_model.whitened_model`: the same
+        posterior, where nutpie's diagonal mass matrix can express the correlations the
+        approximation has) (True); False: nutpie adapts its diagonal metric to the
+        parameters themselves. PyMC's NUTS takes the approximation as its dense mass
+        matrix either way.
     random_seed : int, optional
         Seeds the multistart, the chain starts, the sampler and the recovery.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
@@ -344,6 +356,7 @@ def sample_posterior(
         progressbar,
         target_accept,
         nominal_start,
+        whiten,
     )
     n_starts = _positive_int("n_starts", n_starts)
     chains = _positive_int("chains", chains, 2)
@@ -437,6 +450,7 @@ def sample_posterior(
 
     # 4. sampling, checks, continuations
     step = None
+    whitened = whiten and sampler == "nutpie"
     if sampler == "pymc":
         step = laplace.nuts_step(target_accept=target_accept)
     idata, outcome = sample_until_converged(
@@ -453,11 +467,12 @@ def sample_posterior(
         target_rhat=target_rhat,
         target_ess=target_ess,
         random_seed=sampling_seed,
-        initvals=laplace.start_values(),
+        initvals=None if whitened else laplace.start_values(),
         step=step,
         target_accept=target_accept,
         step_size_tune=min(100, max(tune, 1)),
         extra_draws=_recovery(model, recovery_seed) if marginal else None,
+        whiten=laplace if whitened else None,
         progressbar=progressbar,
     )
     times["time_sampling"] = outcome.sampling_time
@@ -495,6 +510,7 @@ def sample_posterior(
         "mode_sizes": [int(c.size) for c in modes.clusters],
         "multimodal": int(len(near) > 1),
         "laplace_hessian": laplace.hessian,
+        "whitened": int(whitened),
         **times,
         "wall_time": wall,
     }
