@@ -11,7 +11,8 @@ model, or one without ODEs).
   convergence checks with the failed ones flagged (:func:`convergence_report`);
 - multistart mode finding (:func:`find_modes`: L-BFGS-B or a Fisher trust region from prior
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
-  approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`);
+  approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`),
+  or as the coordinates nutpie samples in (:func:`whitened_model`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`; sampling the same chains on
   until R-hat and ESS meet their targets or a time limit (:func:`sample_until_converged`,
   ``converged_sampling.py``);
@@ -44,6 +45,7 @@ from pymc_odesens.inference.executors import (
     WorkExecutor,
 )
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
+from pymc_odesens.inference.whitened_model import WhitenedModel, whitened_model
 from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
@@ -88,6 +90,8 @@ __all__ = [
     "StartTask",
     "run_start",
     "laplace_approximation",
+    "whitened_model",
+    "WhitenedModel",
     "LaplaceApproximation",
     "sample_pooled_metric",
     "pooled_covariance",

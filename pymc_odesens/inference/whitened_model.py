@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
@@ -144,11 +145,14 @@ def whitened_model(laplace: LaplaceApproximation) -> WhitenedModel:
     kept = list(original.free_RVs) + list(original.deterministics)
     log_density = original.logp(jacobian=True)
     outputs = original.replace_rvs_by_values(kept)
-    log_det = float(np.sum(np.log(np.diag(cholesky))))
     coords = {k: v for k, v in original.coords.items()}
     with pm.Model(coords=coords) as model:
         z = pm.Flat(WHITENED_NAME, shape=(n,))
-        x = pt.as_tensor_variable(mean) + pt.dot(pt.as_tensor_variable(cholesky), z)
+        # shared, not constants: the compiled log-density (nutpie's, cached across
+        # processes by its graph) is then the same for every approximation of this model
+        shift = pytensor.shared(mean, name=WHITENED_NAME + "_mean")
+        factor = pytensor.shared(cholesky, name=WHITENED_NAME + "_cholesky")
+        x = shift + pt.dot(factor, z)
         replacements, offset = {}, 0
         for name in names:
             shape = np.shape(laplace.mode.point[name])
@@ -158,6 +162,7 @@ def whitened_model(laplace: LaplaceApproximation) -> WhitenedModel:
             replacements[value] = pt.specify_shape(piece, shape)
             offset += size
         replaced = graph_replace([log_density, *outputs], replacements, strict=False)
+        log_det = pt.sum(pt.log(pt.diagonal(factor)))
         pm.Potential(WHITENED_NAME + "_log_density", replaced[0] + log_det)
         dims = original.named_vars_to_dims
         for variable, graph in zip(kept, replaced[1:], strict=True):
