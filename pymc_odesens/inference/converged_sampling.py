@@ -72,7 +72,8 @@ class ConvergedSampling:
     rounds : int
         Convergence checks made (``len(history)``).
     stopped_by : str
-        ``"converged"``, ``"time limit"`` or ``"max_draws"``.
+        ``"converged"``, ``"time limit"``, ``"time limit in tuning"`` (nutpie: the limit
+        passed before every chain had a draw; no draws are returned) or ``"max_draws"``.
     sampling_time, extra_time : float
         Seconds of sampling (tuning included) and of ``extra_draws``.
     history : list of tuple
@@ -151,7 +152,7 @@ class _Extras:
     def joined(self, posterior: xr.Dataset, draws: int) -> xr.Dataset:
         """``posterior`` (its first ``draws`` draws) with the extra variables."""
         posterior = posterior.isel(draw=slice(0, draws))
-        if self.function is None:
+        if self.function is None or not self.parts:  # no draws: nothing was added
             return posterior
         extras = xr.concat(self.parts, dim="draw").isel(draw=slice(0, draws))
         extras = extras.assign_coords(draw=posterior["draw"].values)
@@ -218,8 +219,11 @@ def sample_until_converged(
     max_draws : int
         At most this many draws per chain (at least ``draws``).
     time_limit : float, optional
-        Seconds from ``started``; sampling ends at the first look after it (never before
-        every chain has at least one draw after tuning), keeping the draws so far.
+        Seconds from ``started``; sampling ends at the first look after it, keeping the
+        draws so far. nutpie: a limit that passes while the chains still tune ends the run
+        there, with no draws (``stopped_by = "time limit in tuning"``; tuning's statistics
+        in ``warmup_sample_stats``). PyMC's NUTS is not stopped in tuning
+        (:class:`~pymc_odesens.inference.time_limit.TimeLimit`).
     started : float, optional
         ``time.monotonic()`` from which ``time_limit`` counts (default: this call).
     target_rhat, target_ess : float
@@ -250,6 +254,8 @@ def sample_until_converged(
     Returns
     -------
     (arviz.InferenceData, ConvergedSampling)
+        nutpie's runs also return tuning's statistics (step sizes, gradients per step) in
+        ``warmup_sample_stats``.
     """
     started = time.monotonic() if started is None else started
     deadline = None if time_limit is None else started + time_limit
@@ -388,7 +394,7 @@ def _nutpie_until_converged(plan: _Plan):
         cores=chains,
         seed=seed,
         target_accept=target_accept,
-        save_warmup=False,
+        save_warmup=True,  # tuning's statistics, kept in warmup_sample_stats
         progress_bar=progressbar,
         blocking=False,
     )
@@ -409,7 +415,15 @@ def _nutpie_until_converged(plan: _Plan):
             have = _posterior_draws(trace.posterior)
             pause = _next_pause(have, next_check, looked, time.monotonic() - looked, last, deadline)
             last = (looked, have)
-            late = deadline is not None and time.monotonic() > deadline and have >= 1
+            past = deadline is not None and time.monotonic() > deadline
+            late = past and have >= 1
+            if past and have == 0:  # still tuning at the limit: stop, say so
+                stopped_by = "time limit in tuning"
+                _say(
+                    progressbar,
+                    "time limit: the chains were still tuning " + _tuning_line(trace, tune),
+                )
+                break
             if have >= next_check:
                 upto = next_check
                 checks, met = _check_round(
@@ -461,9 +475,33 @@ def _nutpie_until_converged(plan: _Plan):
     posterior = trace.posterior[[name for name in recorded if name in trace.posterior]]
     posterior = extras.joined(posterior, upto)
     stats = trace.sample_stats.isel(draw=slice(0, upto))
-    idata = az.InferenceData(posterior=posterior, sample_stats=stats)
+    groups = {"posterior": posterior, "sample_stats": stats}
+    if "warmup_sample_stats" in trace.groups():
+        groups["warmup_sample_stats"] = trace.warmup_sample_stats
+    idata = az.InferenceData(**groups)
     _add_data_groups(idata, model)
     return idata, ConvergedSampling(met, checks, upto, stopped_by, history)
+
+
+def _tuning_line(trace, tune: int) -> str:
+    """How far nutpie's chains got in tuning: draws, gradients per draw, step size."""
+    if trace is None or "warmup_sample_stats" not in trace.groups():
+        return "(no tuning statistics yet)"
+    stats = trace.warmup_sample_stats
+    steps = stats["n_steps"].values.astype(float)
+    done = np.isfinite(stats["step_size"].values) & (steps > 0)
+    per_chain = done.sum(axis=1)
+    if not done.any():
+        return f"(0 of {tune} tuning steps in every chain)"
+    return (
+        f"({per_chain.min()}-{per_chain.max()} of {tune} tuning steps per chain; "
+        f"{steps[done].mean():.0f} gradients per step; last step sizes "
+        + ", ".join(
+            f"{stats['step_size'].values[c][done[c]][-1]:.2g}" if done[c].any() else "-"
+            for c in range(done.shape[0])
+        )
+        + ")"
+    )
 
 
 def _add_data_groups(idata: az.InferenceData, model: pm.Model) -> None:

@@ -55,7 +55,8 @@ run report ``multimodal = 1``."""
 REPORT_FIELDS = {
     "converged": "1 if every estimated parameter has R-hat <= target_rhat and bulk and tail "
     "ESS >= target_ess, else 0",
-    "stopped_by": "'converged', 'time limit' or 'max_draws'",
+    "stopped_by": "'converged', 'time limit', 'time limit in tuning' (nutpie: no draws) or "
+    "'max_draws'",
     "target_rhat": "the R-hat target",
     "target_ess": "the ESS target",
     "rhat_max": "the largest R-hat over the estimated parameters",
@@ -293,10 +294,12 @@ def sample_posterior(
     max_draws : int, optional
         At most this many draws per chain (default: 10000, at least ``draws``).
     time_limit : float, optional
-        Seconds from the call. Sampling ends at the first check after it, keeping its draws
-        (never during tuning: a limit that passes while the model is built, the modes are
-        searched or the chains tune ends the run after their first draws). None: until
-        converged or ``max_draws``.
+        Seconds from the call. Sampling ends at the first check after it, keeping its draws.
+        The multistart and the Laplace approximation are not interrupted (each start has
+        ``start_time_limit``). With nutpie, a limit that passes while the chains tune ends
+        the run there, with no draws (``stopped_by = "time limit in tuning"``; how far
+        tuning got is on stderr and in ``warmup_sample_stats``); PyMC's NUTS finishes its
+        tuning and stops after its first draws. None: until converged or ``max_draws``.
     target_rhat, target_ess : float
         The convergence target: R-hat <= ``target_rhat`` (1.01) and bulk and tail ESS >=
         ``target_ess`` (400) for every estimated parameter, marginalised ones included.

@@ -93,3 +93,23 @@ def test_a_time_limit_ends_the_run_with_the_draws_so_far():
     assert 1 <= outcome.draws < 10**6
     assert idata.posterior["mu"].shape == (2, outcome.draws)
     assert np.all(np.isfinite(idata.posterior["mu"].values))
+
+
+def test_nutpie_stops_in_tuning_at_the_limit_and_says_how_far_it_got(capsys):
+    idata, outcome = sample_until_converged(
+        normal_model(),
+        var_names=["mu"],
+        draws=100,
+        tune=10**8,  # would tune for hours
+        chains=2,
+        max_draws=1000,
+        time_limit=3.0,
+        random_seed=1,
+        progressbar=True,
+    )
+    assert not outcome.converged and outcome.stopped_by == "time limit in tuning"
+    assert outcome.draws == 0 and outcome.checks is None
+    assert idata.posterior["mu"].shape == (2, 0)
+    steps = idata.warmup_sample_stats["n_steps"].values
+    assert np.isfinite(steps).any()  # tuning's statistics are kept
+    assert "time limit: the chains were still tuning (" in capsys.readouterr().err
