@@ -45,7 +45,6 @@ from pymc_odesens.inference.executors import (
     WorkExecutor,
 )
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
-from pymc_odesens.inference.whitened_model import WhitenedModel, whitened_model
 from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
@@ -74,6 +73,7 @@ from pymc_odesens.inference.smc_mode_sampling import ModeSamples, sample_smc_mod
 from pymc_odesens.inference.smc_modes import SmcMode, SmcModes, smc_modes
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
+from pymc_odesens.inference.whitened_model import WhitenedModel, whitened_model
 
 __all__ = [
     "SMMALA",
