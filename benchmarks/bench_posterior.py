@@ -52,7 +52,13 @@ def problem_yaml(name: str) -> Path:
 
 
 def child(
-    name: str, variant: str, time_limit: float, seed: int, n_starts: int, whiten: bool = True
+    name: str,
+    variant: str,
+    time_limit: float,
+    seed: int,
+    n_starts: int,
+    whiten: bool = True,
+    sampler: str = "nutpie",
 ) -> dict:
     """One run, in this process: ``sample_posterior`` and its report."""
     called = time.perf_counter()
@@ -68,6 +74,7 @@ def child(
         time_limit=time_limit,
         random_seed=seed,
         whiten=whiten,
+        sampler=sampler,
     )
     wall = time.perf_counter() - called
     import pymc_odesens
@@ -81,6 +88,7 @@ def child(
         "problem": name,
         "variant": variant,
         "whiten": whiten,
+        "sampler": sampler,
         "status": "converged" if int(attrs["converged"]) else "not converged",
         "time_read_problem": read,
         "wall_time_with_import": wall,
@@ -93,6 +101,7 @@ def child(
 def run_one(name: str, variant: str, args) -> dict:
     """``child`` in its own process, killed ``args.grace`` seconds after the limit."""
     stem = f"{name}_{variant}" + ("" if args.whiten == "on" else "_unwhitened")
+    stem += "" if args.sampler == "nutpie" else f"_{args.sampler}"
     path = CHECKPOINTS / f"{stem}.json"
     if path.exists() and not args.fresh:
         progress(f"{name} ({variant}): from the checkpoint {path}")
@@ -111,6 +120,8 @@ def run_one(name: str, variant: str, args) -> dict:
         str(args.n_starts),
         "--whiten",
         args.whiten,
+        "--sampler",
+        args.sampler,
     ]
     progress(f"{name} ({variant}): time limit {args.time_limit:.0f} s")
     # the child imports this checkout's package (not another installed copy)
@@ -197,6 +208,12 @@ def main(argv=None) -> dict:
         default="on",
         help="nutpie in coordinates whitened by the Laplace approximation (sample_posterior's "
         "whiten; default on)",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=("nutpie", "pymc"),
+        default="nutpie",
+        help="sample_posterior's sampler (pymc: PyMC's NUTS with the dense Laplace metric)",
     )
     parser.add_argument("--fresh", action="store_true", help="ignore the checkpoints")
     parser.add_argument("--output", default="bench_posterior")
