@@ -18,6 +18,7 @@ import pymc_odesens
 from pymc_odesens import OdeSystem, ode_solution, steady_state_solution
 from pymc_odesens.inference import ModeSearchResult, find_modes
 from tests.inference import work_units
+from tests.ops.test_steady_state_solution import PATHWAY_NAMES, pathway_rhs
 
 T = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
 Y = np.array([0.9, 2.2, 2.8, 4.1, 5.2, 5.8])
@@ -276,27 +277,24 @@ def test_a_start_stops_at_its_time_limit_at_the_best_point_it_evaluated():
         find_modes(line_model(), 1, start_time_limit=0)
 
 
-def _turnover_rhs(t, y, p):
-    return [p.k_in - p.k_out * y.x]
-
-
 def test_a_steady_state_likelihood_has_no_fisher_information_and_auto_takes_lbfgsb():
     """A steady state has gradients but no forward derivatives, so no Fisher information:
     the trust region refuses it by name, "auto" takes L-BFGS-B, which reaches the MAP."""
-    system = OdeSystem(_turnover_rhs, states=["x"], params=["k_in", "k_out"], name="turnover")
-    data = np.array([2.1, 1.9, 2.05])
+    # the ops tests' receptor system (its kernels compiled once per test session): without
+    # the stimulus its active fraction settles at Rp* = kb / (kb + koff)
+    system = OdeSystem(pathway_rhs, name="pathway", **PATHWAY_NAMES)
+    data = np.array([0.30, 0.32, 0.29])
     with pm.Model() as model:
-        k_in = pm.LogNormal("k_in", 0.0, 1.0)
-        y = steady_state_solution(system, [1.0], pm.math.stack([k_in, 0.5]))
-        pm.Normal("obs", y[0], 0.1, observed=data)
-    with pytest.raises(ValueError, match=r"depend on SteadyStateOp\{turnover\}.*no forward"):
+        kb = pm.LogNormal("kb", 0.0, 1.0)
+        params = pm.math.stack([kb, 2.0, 0.0, 1.0, 3.0, 0.5])
+        y = steady_state_solution(system, [1.0, 0.0, 2.0, 0.0], params)
+        pm.Normal("obs", y[1], 0.05, observed=data)
+    with pytest.raises(ValueError, match=r"depend on SteadyStateOp\{pathway\}.*no forward"):
         find_modes(model, 1, method="trust-region-fisher", n_workers=1)
     result = find_modes(model, 2, random_seed=1, n_workers=1)
     assert result.method == "L-BFGS-B"
-    # the MAP of log k_in: x* = 2 k_in, a LogNormal(0, 1) prior and sigma 0.1
-    log_k = np.log(np.linspace(0.5, 1.5, 20001))
-    log_post = (
-        -0.5 * log_k**2 - log_k - 0.5 * ((2 * np.exp(log_k)[:, None] - data) ** 2).sum(1) / 0.01
-    )
-    expected = np.exp(log_k[np.argmax(log_post)])
-    assert result.best.parameters["k_in"] == pytest.approx(expected, rel=1e-4)
+    # the MAP of kb on its own scale: LogNormal(0, 1) prior, sigma 0.05
+    kb = np.linspace(0.2, 0.8, 60001)
+    rp = kb / (kb + 1.0)
+    log_post = -0.5 * np.log(kb) ** 2 - np.log(kb) - ((rp[:, None] - data) ** 2).sum(1) / 0.005
+    assert result.best.parameters["kb"] == pytest.approx(kb[np.argmax(log_post)], rel=1e-4)
