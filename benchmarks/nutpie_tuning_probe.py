@@ -29,11 +29,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     import nutpie
-    import pytensor.tensor as pt
 
     from pymc_odesens.inference import find_modes
+    from pymc_odesens.inference.converged_sampling import nutpie_model
     from pymc_odesens.inference.marginal_recovery import marginal_nodes
-    from pymc_odesens.inference.whitened_model import WHITENED_NAME, whitened_model
     from pymc_odesens.petab import PetabProblem
     from pymc_odesens.petab.posterior import _laplace, _nominal_start
 
@@ -57,17 +56,9 @@ def main(argv=None) -> None:
         f"condition number {np.linalg.cond(laplace.covariance):.3g}"
     )
     if args.whiten == "on":
-        white = whitened_model(laplace)
-        n = white.mean.size
-        compiled = nutpie.compile_pymc_model(
-            white.model,
-            initial_points={WHITENED_NAME: pt.random.normal(size=(n,))},
-            jitter_rvs=set(),
-        )
+        compiled, _ = nutpie_model(model, whiten=laplace)
     else:
-        compiled = nutpie.compile_pymc_model(
-            model, initial_points=dict(laplace.start_values()), jitter_rvs=set()
-        )
+        compiled, _ = nutpie_model(model, laplace.start_values())
     began = time.perf_counter()
     sampler = nutpie.sample(
         compiled,

@@ -356,6 +356,30 @@ def _finished(sampler) -> bool:
         return False
 
 
+def nutpie_model(model: pm.Model, initvals=None, whiten: LaplaceApproximation | None = None):
+    """nutpie's compiled ``model`` without jitter, and the variable names a trace keeps.
+
+    ``initvals`` (one dict) are the chains' starts; with ``whiten``, the whitened model
+    (:func:`~pymc_odesens.inference.whitened_model.whitened_model`) whose chains each start
+    at their own draw of the approximation (``initvals`` must then be None).
+    """
+    import nutpie
+
+    compile_kwargs = {"jitter_rvs": set()}
+    values = single_initvals(initvals)
+    if values is not None:
+        compile_kwargs["initial_points"] = dict(values)
+    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
+    sampled = model
+    if whiten is not None:
+        white = whitened_model(whiten)
+        sampled, recorded = white.model, list(white.recorded)
+        # each chain at its own draw of the approximation: N(0, I) in these coordinates
+        n = white.mean.size
+        compile_kwargs["initial_points"] = {WHITENED_NAME: pt.random.normal(size=(n,))}
+    return nutpie.compile_pymc_model(sampled, **compile_kwargs), recorded
+
+
 def _nutpie_until_converged(plan: _Plan):
     model, draws, tune, chains = plan.model, plan.draws, plan.tune, plan.chains
     max_draws, deadline, random_seed = plan.max_draws, plan.deadline, plan.random_seed
@@ -367,19 +391,7 @@ def _nutpie_until_converged(plan: _Plan):
     )
     import nutpie
 
-    compile_kwargs = {"jitter_rvs": set()}
-    values = single_initvals(initvals)
-    if values is not None:
-        compile_kwargs["initial_points"] = dict(values)
-    recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
-    sampled = model
-    if plan.whiten is not None:
-        white = whitened_model(plan.whiten)
-        sampled, recorded = white.model, list(white.recorded)
-        # each chain at its own draw of the approximation: N(0, I) in these coordinates
-        n = white.mean.size
-        compile_kwargs["initial_points"] = {WHITENED_NAME: pt.random.normal(size=(n,))}
-    compiled = nutpie.compile_pymc_model(sampled, **compile_kwargs)
+    compiled, recorded = nutpie_model(model, initvals, plan.whiten)
     seed = (
         None
         if random_seed is None

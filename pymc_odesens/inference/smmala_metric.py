@@ -74,7 +74,7 @@ def _distribution_name(rv) -> str:
 def _without_forward_derivatives(model) -> list[str]:
     """The Ops above the observed variables that say they have no forward derivatives
     (``forward_derivatives = False``: their ``R_op`` would need a second derivative)."""
-    graphs = [rv.owner.inputs[i] for rv in model.observed_RVs for i in range(len(rv.owner.inputs))]
+    graphs = [value for rv in model.observed_RVs for value in rv.owner.inputs]
     found = []
     for var in ancestors(model.replace_rvs_by_values(graphs)):
         op = getattr(var.owner, "op", None)

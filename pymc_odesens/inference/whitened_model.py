@@ -145,8 +145,7 @@ def whitened_model(laplace: LaplaceApproximation) -> WhitenedModel:
     kept = list(original.free_RVs) + list(original.deterministics)
     log_density = original.logp(jacobian=True)
     outputs = original.replace_rvs_by_values(kept)
-    coords = {k: v for k, v in original.coords.items()}
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=dict(original.coords)) as model:
         z = pm.Flat(WHITENED_NAME, shape=(n,))
         # shared, not constants: the compiled log-density (nutpie's, cached across
         # processes by its graph) is then the same for every approximation of this model
