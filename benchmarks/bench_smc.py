@@ -75,6 +75,7 @@ def ours(name: str, args) -> dict:
         "failed_evaluations": [int(v) for v in stats["failed_evaluations"].sum("stage").values],
         "moves_per_stage": stats["moves"].values.tolist(),
         "correlation_per_stage": stats["correlation"].values.tolist(),
+        "stopping_threshold_per_stage": stats["stopping_threshold"].values.tolist(),
         "stage_seconds": stats["stage_seconds"].values.tolist(),
         "seconds": seconds,
         "draws": args.draws,

@@ -207,7 +207,9 @@ def sample_smc(
         The mean acceptance rate the step size is adapted to (0.65).
     moves : int, optional
         HMC moves per stage; default: until the largest correlation between the particles'
-        coordinates at the start of the stage and now is below ``correlation_threshold``,
+        coordinates at the start of the stage and now is below ``correlation_threshold``
+        (or below the correlation that noise alone reaches with the particles' effective
+        sample size, when that is higher: :mod:`~pymc_odesens.inference.smc_move_stopping`),
         at most ``max_moves``.
     max_moves : int
         (10)

@@ -10,7 +10,7 @@
     combined estimate, from the spread of the runs (NaN for one run);
   - per stage ``(chain, stage)``, NaN-padded where a run had fewer stages: ``beta``,
     ``ess``, ``resampled``, ``log_evidence_increment``, ``acceptance_rate``, ``step_size``,
-    ``moves``, ``correlation``, ``failed_evaluations``, ``divergences``,
+    ``moves``, ``correlation``, ``stopping_threshold``, ``failed_evaluations``, ``divergences``,
     ``gradient_evaluations``, ``stage_seconds``;
   - per particle ``(chain, draw)``: ``particle_log_prior`` (on the unconstrained scale, with
     the transforms' log-Jacobians) and ``particle_log_likelihood`` (observed variables and

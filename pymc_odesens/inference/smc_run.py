@@ -13,7 +13,9 @@ Each stage (:meth:`SmcRun.stage`):
    the workers; after each move the step size follows the population's mean acceptance
    rate, ``step *= exp(mean acceptance - target_acceptance)``; with ``moves=None`` the moves
    go on until the largest correlation over the coordinates between the particles at the
-   start of the stage and now is below ``correlation_threshold`` (or ``max_moves``).
+   start of the stage and now is below ``correlation_threshold``, or below what that
+   correlation reaches from noise alone with the particles at hand when that is higher
+   (:mod:`~pymc_odesens.inference.smc_move_stopping`), at most ``max_moves``.
 
 The run's random numbers come from ``SeedSequence(entropy, spawn_key=(run, ...))``: the
 prior draws ``(run, 0)``, the resampling of stage ``t`` ``(run, t, 0)``, the moves
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_odesens.inference.smc_mass_matrix import population_metric
+from pymc_odesens.inference.smc_move_stopping import max_correlation, stopping_threshold
 from pymc_odesens.inference.smc_resampling import resample
 from pymc_odesens.inference.smc_tempering import (
     effective_sample_size,
@@ -79,6 +82,7 @@ class StageRecord:
     step_size: float
     moves: int
     correlation: float
+    stopping_threshold: float
     failed_evaluations: int
     divergences: int
     gradient_evaluations: int
@@ -99,19 +103,6 @@ class RunResult:
 
 Dispatch = Callable[[Callable, list], list]
 """``dispatch(function, units)``: ``[function(unit) for unit in units]``, maybe elsewhere."""
-
-
-def _max_correlation(start: np.ndarray, now: np.ndarray, weights: np.ndarray) -> float:
-    """The largest weighted correlation, over the coordinates, of the particles' positions at
-    the start of the stage and now (a coordinate without spread at the start counts 0)."""
-    w = weights / weights.sum()
-    a = start - w @ start
-    b = now - w @ now
-    covariance = w @ (a * b)
-    scale = np.sqrt((w @ a**2) * (w @ b**2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        correlation = np.where(scale > 0, np.abs(covariance) / scale, 0.0)
-    return float(np.max(correlation)) if correlation.size else 0.0
 
 
 class SmcRun:
@@ -212,6 +203,7 @@ class SmcRun:
             weights = np.exp(log_weights)
             metric = population_metric(states.positions, weights, settings.mass_matrix)
             start = states.positions.copy()
+            threshold = stopping_threshold(settings.correlation_threshold, weights, d)
             totals = {"failed": 0, "divergent": 0, "gradients": 0}
             acceptances, correlation, moves = [], 1.0, 0
             limit = settings.moves if settings.moves is not None else settings.max_moves
@@ -225,8 +217,8 @@ class SmcRun:
                 states = results.states
                 step_size *= float(np.exp(acceptance - settings.target_acceptance))
                 moves = move + 1
-                correlation = _max_correlation(start, states.positions, weights)
-                if settings.moves is None and correlation < settings.correlation_threshold:
+                correlation = max_correlation(start, states.positions, weights)
+                if settings.moves is None and correlation < threshold:
                     break
             record = StageRecord(
                 beta=beta,
@@ -237,6 +229,7 @@ class SmcRun:
                 step_size=step_size,
                 moves=moves,
                 correlation=correlation,
+                stopping_threshold=threshold,
                 failed_evaluations=totals["failed"],
                 divergences=totals["divergent"],
                 gradient_evaluations=totals["gradients"],

@@ -12,6 +12,7 @@ from scipy import integrate, stats
 
 from pymc_odesens import OdeSystem, ode_solution
 from pymc_odesens.inference import log_evidence, sample_smc
+from pymc_odesens.inference.smc_move_stopping import correlation_floor
 from tests.inference.smc_models import SMC_OPTIONS, X, Y, exact_log_evidence, linear_model
 
 
@@ -51,6 +52,21 @@ def test_posterior_is_the_conjugate_one_and_runs_agree(linear_fit):
     np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.15)
     rhat = az.rhat(linear_fit)
     assert float(rhat["a"]) < 1.05 and float(rhat["b"]) < 1.05
+
+
+def test_moves_stop_once_the_correlation_left_is_below_its_noise(linear_fit):
+    """200 particles, 2 coordinates: the noise floor (0.16) is above correlation_threshold
+    (0.1) and is the threshold; a stage stops its moves below it, or at max_moves."""
+    stats_ = linear_fit.sample_stats
+    finite = np.isfinite(stats_["beta"].values)
+    threshold = stats_["stopping_threshold"].values[finite]
+    np.testing.assert_allclose(threshold, correlation_floor(200, 2), rtol=1e-12)
+    moves = stats_["moves"].values[finite]
+    correlation = stats_["correlation"].values[finite]
+    early = moves < 10
+    assert np.all(correlation[early] < threshold[early])
+    assert np.all(correlation[~early] >= threshold[~early])
+    assert early.mean() > 0.5  # the rule fires: not every stage takes max_moves
 
 
 def test_the_same_seed_repeats_bit_for_bit_whatever_the_workers(linear_fit):
