@@ -12,8 +12,12 @@ Kernels are compiled into the usual on-disk cache (``$PYMC_ODESENS_CACHE_DIR``, 
 
 The tests run in the order of :data:`PHASES`, not in pytest's alphabetical one: the quick
 unit tests of the layers first, the long runs (sampling, the documentation's examples, the
-examples end to end) last. Each phase announces itself when it starts, and the summary
-lists the wall time of every phase.
+examples end to end) last. In one process (``-n 0``) each phase announces itself when it
+starts, and the summary lists the wall time of every phase. The default run spreads the
+test files over two worker processes (pytest-xdist, ``-n 2 --dist loadfile`` in
+pyproject.toml); each worker takes the files in the phases' order, and the summary lists
+each phase's span, from its first test's start to its last test's end (the spans of the
+two workers overlap).
 """
 
 from __future__ import annotations
@@ -63,16 +67,33 @@ PHASES: list[tuple[str, tuple[str, ...]]] = [
 _TESTS_DIR = Path(__file__).resolve().parent
 
 
-def _phase(item) -> int:
-    """The index of the phase of a collected test (unknown paths go with the first one)."""
-    try:
-        path = Path(item.path).resolve().relative_to(_TESTS_DIR).as_posix()
-    except ValueError:
-        return 0
+def _phase_of_path(path: str) -> int:
+    """The index of the phase of a test file, ``path`` relative to ``tests/`` (unknown paths
+    go with the first one)."""
     for index, (_, prefixes) in enumerate(PHASES):
         if any(path == p or path.startswith(p) for p in prefixes):
             return index
     return 0
+
+
+def _phase(item) -> int:
+    """The index of the phase of a collected test."""
+    try:
+        path = Path(item.path).resolve().relative_to(_TESTS_DIR).as_posix()
+    except ValueError:
+        return 0
+    return _phase_of_path(path)
+
+
+def _phase_of_nodeid(nodeid: str) -> int:
+    """The index of the phase of a test by its node id (``tests/<path>::<name>``)."""
+    path = nodeid.split("::", 1)[0]
+    return _phase_of_path(path.removeprefix("tests/"))
+
+
+def _distributed_controller(config) -> bool:
+    """True in the process that hands the tests to pytest-xdist's workers."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
@@ -104,7 +125,26 @@ def pytest_runtest_logstart(nodeid, location) -> None:
         reporter.write_line(f"-- phase {index + 1} of {len(PHASES)}: {PHASES[index][0]}")
 
 
+def pytest_runtest_logreport(report) -> None:
+    """With workers: each phase's span, from the first report of its tests to the last."""
+    config = _CONFIG.get("config")
+    if config is None or not _distributed_controller(config):
+        return
+    spans = _CONFIG.setdefault("spans", {})
+    now = time.perf_counter()
+    first, _ = spans.get(_phase_of_nodeid(report.nodeid), (now, now))
+    start = now - report.duration if report.when == "setup" else first
+    spans[_phase_of_nodeid(report.nodeid)] = (min(first, start), now)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _distributed_controller(config):
+        spans = _CONFIG.get("spans", {})
+        if spans:
+            terminalreporter.write_sep("-", "phases: from the first test's start to the last's end")
+            for index, (start, end) in sorted(spans.items()):
+                terminalreporter.write_line(f"{end - start:8.1f} s  {PHASES[index][0]}")
+        return
     state = getattr(config, "_pymc_odesens_phases", None)
     if not state or state["current"] is None:
         return
