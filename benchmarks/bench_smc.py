@@ -57,7 +57,12 @@ def ours(name: str, args) -> dict:
     started = time.perf_counter()
     problem = PetabProblem.from_yaml(petab_yaml(name))
     idata = pymc_odesens.sample_smc(
-        problem, draws=args.draws, runs=args.runs, cores=args.cores, random_seed=args.seed
+        problem,
+        draws=args.draws,
+        runs=args.runs,
+        cores=args.cores,
+        random_seed=args.seed,
+        adapt_n_leapfrog=args.adapt_n_leapfrog == "on",
     )
     seconds = time.perf_counter() - started
     if args.save_idata is not None:
@@ -76,6 +81,7 @@ def ours(name: str, args) -> dict:
         "moves_per_stage": stats["moves"].values.tolist(),
         "correlation_per_stage": stats["correlation"].values.tolist(),
         "stopping_threshold_per_stage": stats["stopping_threshold"].values.tolist(),
+        "n_leapfrog_per_stage": stats["n_leapfrog"].values.tolist(),
         "stage_seconds": stats["stage_seconds"].values.tolist(),
         "seconds": seconds,
         "draws": args.draws,
@@ -160,6 +166,12 @@ def main(argv=None) -> None:
     parser.add_argument("--draws", type=int, default=200, help="SMC particles per run")
     parser.add_argument("--runs", type=int, default=4, help="independent SMC runs")
     parser.add_argument("--cores", type=int, default=None, help="SMC worker processes")
+    parser.add_argument(
+        "--adapt-n-leapfrog",
+        choices=("on", "off"),
+        default="on",
+        help="adapt the moves' trajectory length (sample_smc's adapt_n_leapfrog)",
+    )
     parser.add_argument("--pt-chains", type=int, default=20)
     parser.add_argument("--pt-samples", type=int, default=10_000, help="PT iterations")
     parser.add_argument("--pt-repeats", type=int, default=4, help="independent PT runs")

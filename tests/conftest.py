@@ -15,9 +15,8 @@ unit tests of the layers first, the long runs (sampling, the documentation's exa
 examples end to end) last. In one process (``-n 0``) each phase announces itself when it
 starts, and the summary lists the wall time of every phase. The default run spreads the
 test files over two worker processes (pytest-xdist, ``-n 2 --dist loadfile`` in
-pyproject.toml); each worker takes the files in the phases' order, and the summary lists
-each phase's span, from its first test's start to its last test's end (the spans of the
-two workers overlap).
+pyproject.toml), whose files interleave; the summary then lists the time of each phase's
+tests (setup, call and teardown) summed over the workers.
 """
 
 from __future__ import annotations
@@ -126,24 +125,22 @@ def pytest_runtest_logstart(nodeid, location) -> None:
 
 
 def pytest_runtest_logreport(report) -> None:
-    """With workers: each phase's span, from the first report of its tests to the last."""
+    """With workers: the time of each phase's tests (setup, call, teardown), summed."""
     config = _CONFIG.get("config")
     if config is None or not _distributed_controller(config):
         return
-    spans = _CONFIG.setdefault("spans", {})
-    now = time.perf_counter()
-    first, _ = spans.get(_phase_of_nodeid(report.nodeid), (now, now))
-    start = now - report.duration if report.when == "setup" else first
-    spans[_phase_of_nodeid(report.nodeid)] = (min(first, start), now)
+    totals = _CONFIG.setdefault("totals", {})
+    index = _phase_of_nodeid(report.nodeid)
+    totals[index] = totals.get(index, 0.0) + float(report.duration)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if _distributed_controller(config):
-        spans = _CONFIG.get("spans", {})
-        if spans:
-            terminalreporter.write_sep("-", "phases: from the first test's start to the last's end")
-            for index, (start, end) in sorted(spans.items()):
-                terminalreporter.write_line(f"{end - start:8.1f} s  {PHASES[index][0]}")
+        totals = _CONFIG.get("totals", {})
+        if totals:
+            terminalreporter.write_sep("-", "time in each phase's tests, summed over the workers")
+            for index, seconds in sorted(totals.items()):
+                terminalreporter.write_line(f"{seconds:8.1f} s  {PHASES[index][0]}")
         return
     state = getattr(config, "_pymc_odesens_phases", None)
     if not state or state["current"] is None:

@@ -55,6 +55,8 @@ def _check(condition: bool, name: str, expected: str, value) -> None:
 def _settings(
     draws,
     n_leapfrog,
+    adapt_n_leapfrog,
+    max_leapfrog,
     mass_matrix,
     target_acceptance,
     criterion,
@@ -71,6 +73,18 @@ def _settings(
 
     _check(integer(draws) and draws >= 2, "draws", "an integer >= 2", draws)
     _check(integer(n_leapfrog) and n_leapfrog >= 1, "n_leapfrog", "an integer >= 1", n_leapfrog)
+    _check(
+        isinstance(adapt_n_leapfrog, (bool, np.bool_)),
+        "adapt_n_leapfrog",
+        "True or False",
+        adapt_n_leapfrog,
+    )
+    _check(
+        integer(max_leapfrog) and max_leapfrog >= n_leapfrog,
+        "max_leapfrog",
+        f"an integer >= n_leapfrog = {n_leapfrog}",
+        max_leapfrog,
+    )
     _check(mass_matrix in MASS_MATRICES, "mass_matrix", f"one of {MASS_MATRICES}", mass_matrix)
     _check(0.0 < target_acceptance < 1.0, "target_acceptance", "in (0, 1)", target_acceptance)
     _check(criterion in CRITERIA, "criterion", f"one of {CRITERIA}", criterion)
@@ -101,6 +115,8 @@ def _settings(
     return SmcSettings(
         draws=int(draws),
         n_leapfrog=int(n_leapfrog),
+        adapt_n_leapfrog=bool(adapt_n_leapfrog),
+        max_leapfrog=int(max_leapfrog),
         mass_matrix=mass_matrix,
         target_acceptance=float(target_acceptance),
         criterion=criterion,
@@ -148,6 +164,8 @@ def sample_smc(
     resampling: str = "systematic",
     resample_threshold: float | None = None,
     n_leapfrog: int = 10,
+    adapt_n_leapfrog: bool = True,
+    max_leapfrog: int = 100,
     mass_matrix: str = "diag",
     target_acceptance: float = 0.65,
     moves: int | None = None,
@@ -165,8 +183,9 @@ def sample_smc(
     them through ``log prior + beta log likelihood`` for ``beta`` from 0 to 1: the next
     ``beta`` keeps the effective sample size (or the conditional ESS) of the reweighted
     particles at ``target_ess`` of ``draws``; the particles are resampled and moved by HMC
-    (``n_leapfrog`` leapfrog steps with the model's exact gradient, the mass matrix from the
-    population's covariance, the step size adapted to ``target_acceptance``). The evidence
+    (leapfrog steps with the model's exact gradient, their number adapted to the particles'
+    jumps, the mass matrix from the population's covariance, the step size adapted to
+    ``target_acceptance``). The evidence
     (marginal likelihood) is the product of the stages' mean incremental weights. See
     docs/smc.md.
 
@@ -200,7 +219,15 @@ def sample_smc(
         ``beta = 1``). Default 1.0 (every stage) for ``"ess"``, which needs it above
         ``target_ess``; 0.5 for ``"cess"``.
     n_leapfrog : int
-        Leapfrog steps per HMC move (10).
+        Leapfrog steps per HMC move (10); with ``adapt_n_leapfrog`` the mean number at the
+        first move.
+    adapt_n_leapfrog : bool
+        Draw each particle's number of leapfrog steps uniformly from ``1 ... 2 L`` and
+        adapt ``L`` after each move to the largest expected squared jump per
+        gradient evaluation (:mod:`~pymc_odesens.inference.smc_trajectory`; True). False:
+        ``n_leapfrog`` steps in every move.
+    max_leapfrog : int
+        The largest mean number of leapfrog steps the adaptation may reach (100).
     mass_matrix : {"diag", "dense"}
         The population's variances or its whole covariance.
     target_acceptance : float
@@ -256,6 +283,8 @@ def sample_smc(
     settings = _settings(
         draws,
         n_leapfrog,
+        adapt_n_leapfrog,
+        max_leapfrog,
         mass_matrix,
         target_acceptance,
         criterion,

@@ -65,6 +65,14 @@ class PopulationMetric:
             return z / np.sqrt(self.variances)
         return solve_triangular(self.cholesky, z, lower=True, trans="T")
 
+    def squared_distance(self, delta: np.ndarray) -> float:
+        """``delta' Sigma^{-1} delta``: a displacement's squared length in the population's
+        standard deviations."""
+        if self.kind == "diag":
+            return float(np.dot(delta, delta / self.variances))
+        z = solve_triangular(self.cholesky, delta, lower=True)
+        return float(np.dot(z, z))
+
     @property
     def size(self) -> int:
         """The dimension."""

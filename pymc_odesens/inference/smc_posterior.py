@@ -10,7 +10,8 @@
     combined estimate, from the spread of the runs (NaN for one run);
   - per stage ``(chain, stage)``, NaN-padded where a run had fewer stages: ``beta``,
     ``ess``, ``resampled``, ``log_evidence_increment``, ``acceptance_rate``, ``step_size``,
-    ``moves``, ``correlation``, ``stopping_threshold``, ``failed_evaluations``, ``divergences``,
+    ``n_leapfrog`` (the mean number of leapfrog steps after the stage), ``moves``,
+    ``correlation``, ``stopping_threshold``, ``failed_evaluations``, ``divergences``,
     ``gradient_evaluations``, ``stage_seconds``;
   - per particle ``(chain, draw)``: ``particle_log_prior`` (on the unconstrained scale, with
     the transforms' log-Jacobians) and ``particle_log_likelihood`` (observed variables and
@@ -77,6 +78,13 @@ def _dims_and_coords(model: pm.Model, names) -> tuple[dict, dict]:
     return dims, coords
 
 
+def _attribute(value):
+    """A setting as a netCDF attribute (no None, no bool)."""
+    if value is None:
+        return "auto"
+    return int(value) if isinstance(value, bool) else value
+
+
 def _stage_table(results: list[RunResult], field: str) -> np.ndarray:
     longest = max(len(r.stages) for r in results)
     table = np.full((len(results), longest), np.nan)
@@ -106,7 +114,7 @@ def smc_inference_data(
         "sampling_time": float(sampling_time),
         "log_marginal_likelihood": estimate,
         "log_marginal_likelihood_mcse": mcse,
-        **{f"smc_{k}": (v if v is not None else "auto") for k, v in vars(settings).items()},
+        **{f"smc_{k}": _attribute(v) for k, v in vars(settings).items()},
     }
     idata = az.from_dict(
         posterior=posterior,

@@ -11,7 +11,9 @@ Each stage (:meth:`SmcRun.stage`):
 3. the mass matrix from the population (:mod:`~pymc_odesens.inference.smc_mass_matrix`);
 4. HMC moves of every particle (:mod:`~pymc_odesens.inference.smc_hmc`), in batches sent to
    the workers; after each move the step size follows the population's mean acceptance
-   rate, ``step *= exp(mean acceptance - target_acceptance)``; with ``moves=None`` the moves
+   rate, ``step *= exp(mean acceptance - target_acceptance)``, and with
+   ``adapt_n_leapfrog`` the mean number of leapfrog steps follows the particles' jumps
+   (:mod:`~pymc_odesens.inference.smc_trajectory`); with ``moves=None`` the moves
    go on until the largest correlation over the coordinates between the particles at the
    start of the stage and now is below ``correlation_threshold``, or below what that
    correlation reaches from noise alone with the particles at hand when that is higher
@@ -38,6 +40,7 @@ from pymc_odesens.inference.smc_tempering import (
     next_temperature,
     reweight,
 )
+from pymc_odesens.inference.smc_trajectory import next_leapfrog_mean
 from pymc_odesens.inference.smc_work import (
     EvaluationBatch,
     MoveBatch,
@@ -58,6 +61,8 @@ class SmcSettings:
 
     draws: int
     n_leapfrog: int
+    adapt_n_leapfrog: bool
+    max_leapfrog: int
     mass_matrix: str
     target_acceptance: float
     criterion: str
@@ -80,6 +85,7 @@ class StageRecord:
     log_evidence_increment: float
     acceptance_rate: float
     step_size: float
+    n_leapfrog: int
     moves: int
     correlation: float
     stopping_threshold: float
@@ -183,6 +189,7 @@ class SmcRun:
         log_weights = np.full(n, -np.log(n))
         beta, log_evidence = 0.0, 0.0
         step_size = float(d) ** -0.25
+        n_leapfrog = settings.n_leapfrog
         result = RunResult(self.run, states, 0.0)
         result.prior_failures = int(np.count_nonzero(~np.isfinite(states.log_likelihood)))
         for stage in range(1, settings.max_stages + 1):
@@ -208,7 +215,7 @@ class SmcRun:
             acceptances, correlation, moves = [], 1.0, 0
             limit = settings.moves if settings.moves is not None else settings.max_moves
             for move in range(limit):
-                results = self._move(states, beta, metric, step_size, stage, move)
+                results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move)
                 acceptance = float(weights @ results.acceptance / weights.sum())
                 acceptances.append(acceptance)
                 totals["failed"] += int(results.failed.sum())
@@ -216,6 +223,14 @@ class SmcRun:
                 totals["gradients"] += int(results.gradient_evaluations.sum())
                 states = results.states
                 step_size *= float(np.exp(acceptance - settings.target_acceptance))
+                if settings.adapt_n_leapfrog and acceptance >= 0.5 * settings.target_acceptance:
+                    n_leapfrog = next_leapfrog_mean(
+                        results.leapfrog_steps,
+                        results.squared_jumps,
+                        results.gradient_evaluations,
+                        n_leapfrog,
+                        settings.max_leapfrog,
+                    )
                 moves = move + 1
                 correlation = max_correlation(start, states.positions, weights)
                 if settings.moves is None and correlation < threshold:
@@ -227,6 +242,7 @@ class SmcRun:
                 log_evidence_increment=increment,
                 acceptance_rate=float(np.mean(acceptances)) if acceptances else float("nan"),
                 step_size=step_size,
+                n_leapfrog=n_leapfrog,
                 moves=moves,
                 correlation=correlation,
                 stopping_threshold=threshold,
@@ -249,7 +265,9 @@ class SmcRun:
             "steps)"
         )
 
-    def _move(self, states: ParticleStates, beta, metric, step_size, stage, move) -> MoveResults:
+    def _move(
+        self, states: ParticleStates, beta, metric, step_size, n_leapfrog, stage, move
+    ) -> MoveResults:
         parts = self._split(len(states))
         units = [
             MoveBatch(
@@ -259,9 +277,10 @@ class SmcRun:
                 beta,
                 metric,
                 step_size,
-                self.settings.n_leapfrog,
+                n_leapfrog,
                 self.entropy,
                 (self.run, stage, 1 + move),
+                self.settings.adapt_n_leapfrog,
             )
             for p in parts
         ]
@@ -278,10 +297,14 @@ class SmcRun:
         failed = np.zeros(n, dtype=np.int64)
         divergent = np.zeros(n, dtype=bool)
         gradients = np.zeros(n, dtype=np.int64)
+        steps = np.zeros(n, dtype=np.int64)
+        jumps = np.zeros(n)
         for p, r in zip(parts, results):
             merged.put(p, r.states)
             acceptance[p] = r.acceptance
             failed[p] = r.failed
             divergent[p] = r.divergent
             gradients[p] = r.gradient_evaluations
-        return MoveResults(merged, acceptance, failed, divergent, gradients)
+            steps[p] = r.leapfrog_steps
+            jumps[p] = r.squared_jumps
+        return MoveResults(merged, acceptance, failed, divergent, gradients, steps, jumps)

@@ -27,6 +27,7 @@ import numpy as np
 from pymc_odesens.inference.smc_hmc import hmc_move
 from pymc_odesens.inference.smc_mass_matrix import PopulationMetric
 from pymc_odesens.inference.smc_target import Evaluation, TemperedTarget
+from pymc_odesens.inference.smc_trajectory import draw_leapfrog_steps
 
 __all__ = [
     "TargetHandle",
@@ -156,6 +157,9 @@ class MoveBatch:
     n_leapfrog: int
     entropy: int
     spawn_prefix: tuple
+    random_steps: bool = False
+    """Each particle's number of steps drawn with mean ``n_leapfrog``
+    (:mod:`~pymc_odesens.inference.smc_trajectory`), else ``n_leapfrog`` for all."""
 
 
 @dataclass
@@ -167,6 +171,10 @@ class MoveResults:
     failed: np.ndarray
     divergent: np.ndarray
     gradient_evaluations: np.ndarray
+    leapfrog_steps: np.ndarray
+    """The number of leapfrog steps each particle's trajectory was given (0: not moved)."""
+    squared_jumps: np.ndarray
+    """Each particle's squared jump in the population's standard deviations."""
 
 
 def run_evaluation_batch(batch: EvaluationBatch, model=None) -> ParticleStates:
@@ -187,6 +195,8 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
     failed = np.zeros(n, dtype=np.int64)
     divergent = np.zeros(n, dtype=bool)
     gradients = np.zeros(n, dtype=np.int64)
+    steps = np.zeros(n, dtype=np.int64)
+    jumps = np.zeros(n)
     alive = states.finite()
     for row in range(n):
         if not alive[row]:
@@ -194,6 +204,9 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
             evaluations.append(states.evaluation(row))
             continue
         rng = particle_rng(batch.entropy, (*batch.spawn_prefix, int(batch.indices[row])))
+        n_leapfrog = (
+            draw_leapfrog_steps(batch.n_leapfrog, rng) if batch.random_steps else batch.n_leapfrog
+        )
         outcome = hmc_move(
             target.evaluate,
             states.positions[row],
@@ -201,9 +214,12 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
             batch.beta,
             batch.metric,
             batch.step_size,
-            batch.n_leapfrog,
+            n_leapfrog,
             rng,
         )
+        steps[row] = n_leapfrog
+        if outcome.accepted:
+            jumps[row] = batch.metric.squared_distance(outcome.position - states.positions[row])
         positions.append(outcome.position)
         evaluations.append(outcome.evaluation)
         acceptance[row] = outcome.acceptance
@@ -212,4 +228,4 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
         gradients[row] = outcome.gradient_evaluations
     d = states.positions.shape[1]
     moved = ParticleStates.of(np.array(positions).reshape(n, d), evaluations)
-    return MoveResults(moved, acceptance, failed, divergent, gradients)
+    return MoveResults(moved, acceptance, failed, divergent, gradients, steps, jumps)

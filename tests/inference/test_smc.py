@@ -269,6 +269,8 @@ def test_failed_solves_are_rejections_never_nan_weights():
         ("runs", 0, "runs must be an integer >= 1"),
         ("resample_threshold", 0.3, "resample_threshold must be above target_ess"),
         ("cores", 0, "cores must be None or an integer >= 1"),
+        ("adapt_n_leapfrog", "yes", "adapt_n_leapfrog must be True or False"),
+        ("max_leapfrog", 4, "max_leapfrog must be an integer >= n_leapfrog = 5"),
     ],
 )
 def test_options_out_of_range_are_named(option, value, message):

@@ -50,6 +50,9 @@ def test_momenta_have_covariance_sigma_inverse_and_energy_matches_velocity(kind)
     q = p[0]
     assert metric.kinetic_energy(q) == pytest.approx(0.5 * q @ sigma @ q)
     np.testing.assert_allclose(metric.velocity(q), sigma @ q, rtol=1e-10)
+    delta = np.array([0.3, -1.0, 2e-3])
+    expected = delta @ np.linalg.solve(sigma, delta)
+    assert metric.squared_distance(delta) == pytest.approx(expected, rel=1e-8)
 
 
 def test_metric_refuses_unknown_kind():
