@@ -38,12 +38,14 @@ class StageProgress:
             print(text, file=self.stream or sys.stderr, flush=True)
 
     def stage(self, run: int, stage: int, record: StageRecord) -> None:
-        """One line: run, stage, beta, ESS, acceptance, step size, moves, failures, time."""
+        """One line: run, stage, beta, ESS, acceptance, step size, leapfrog steps, moves,
+        failures, time."""
         self._print(
             f"SMC run {run + 1}/{self.runs} stage {stage:3d}: beta {record.beta:.4g}  "
             f"ESS {record.ess:.0f}/{self.draws}{' (resampled)' if record.resampled else ''}  "
             f"acceptance {record.acceptance_rate:.2f}  step {record.step_size:.3g}  "
-            f"moves {record.moves}  failed {record.failed_evaluations}  "
+            f"leapfrog {record.n_leapfrog}  moves {record.moves}  "
+            f"failed {record.failed_evaluations}  "
             f"{record.seconds:.1f} s"
         )
 

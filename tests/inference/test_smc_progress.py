@@ -1,0 +1,44 @@
+"""The progress display of tempered SMC: a line per stage and run, and one per finished run."""
+
+import io
+
+from pymc_odesens.inference.smc_progress import StageProgress
+from pymc_odesens.inference.smc_run import StageRecord
+
+RECORD = StageRecord(
+    beta=0.0123,
+    ess=50.2,
+    resampled=True,
+    log_evidence_increment=-3.5,
+    acceptance_rate=0.634,
+    step_size=0.0456,
+    n_leapfrog=17,
+    moves=4,
+    correlation=0.2,
+    stopping_threshold=0.27,
+    failed_evaluations=3,
+    divergences=0,
+    gradient_evaluations=6800,
+    seconds=12.34,
+)
+
+
+def test_a_stage_line_names_the_stage_and_its_moves():
+    stream = io.StringIO()
+    progress = StageProgress(runs=4, draws=100, stream=stream)
+    progress.stage(1, 7, RECORD)
+    progress.finished(1, -173.25, 15, 560.0)
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "SMC run 2/4 stage   7: beta 0.0123  ESS 50/100 (resampled)  acceptance 0.63  "
+        "step 0.0456  leapfrog 17  moves 4  failed 3  12.3 s",
+        "SMC run 2/4 done: log evidence -173.2500, 15 stages, 560.0 s",
+    ]
+
+
+def test_disabled_progress_prints_nothing():
+    stream = io.StringIO()
+    progress = StageProgress(runs=1, draws=10, enabled=False, stream=stream)
+    progress.stage(0, 1, RECORD)
+    progress.finished(0, 0.0, 1, 1.0)
+    assert stream.getvalue() == ""
