@@ -59,6 +59,7 @@ def child(
     n_starts: int,
     whiten: bool = True,
     sampler: str = "nutpie",
+    tune: int = 500,
 ) -> dict:
     """One run, in this process: ``sample_posterior`` and its report."""
     called = time.perf_counter()
@@ -75,6 +76,7 @@ def child(
         random_seed=seed,
         whiten=whiten,
         sampler=sampler,
+        tune=tune,
     )
     wall = time.perf_counter() - called
     import pymc_odesens
@@ -89,6 +91,7 @@ def child(
         "variant": variant,
         "whiten": whiten,
         "sampler": sampler,
+        "tune": tune,
         "status": "converged" if int(attrs["converged"]) else "not converged",
         "time_read_problem": read,
         "wall_time_with_import": wall,
@@ -102,6 +105,8 @@ def run_one(name: str, variant: str, args) -> dict:
     """``child`` in its own process, killed ``args.grace`` seconds after the limit."""
     stem = f"{name}_{variant}" + ("" if args.whiten == "on" else "_unwhitened")
     stem += "" if args.sampler == "nutpie" else f"_{args.sampler}"
+    stem += "" if args.tune == 500 else f"_tune{args.tune}"
+    stem += "" if args.n_starts == 10 else f"_starts{args.n_starts}"
     path = CHECKPOINTS / f"{stem}.json"
     if path.exists() and not args.fresh:
         progress(f"{name} ({variant}): from the checkpoint {path}")
@@ -122,6 +127,8 @@ def run_one(name: str, variant: str, args) -> dict:
         args.whiten,
         "--sampler",
         args.sampler,
+        "--tune",
+        str(args.tune),
     ]
     progress(f"{name} ({variant}): time limit {args.time_limit:.0f} s")
     # the child imports this checkout's package (not another installed copy)
@@ -215,12 +222,23 @@ def main(argv=None) -> dict:
         default="nutpie",
         help="sample_posterior's sampler (pymc: PyMC's NUTS with the dense Laplace metric)",
     )
+    parser.add_argument(
+        "--tune", type=int, default=500, help="sample_posterior's tuning steps per chain (500)"
+    )
     parser.add_argument("--fresh", action="store_true", help="ignore the checkpoints")
     parser.add_argument("--output", default="bench_posterior")
     parser.add_argument("--child", nargs=2, metavar=("PROBLEM", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        result = child(*args.child, args.time_limit, args.seed, args.n_starts, args.whiten == "on")
+        result = child(
+            *args.child,
+            args.time_limit,
+            args.seed,
+            args.n_starts,
+            args.whiten == "on",
+            args.sampler,
+            args.tune,
+        )
         print("RESULT " + json.dumps(common._jsonable(result)), flush=True)
         return result
     common.report_load("before")
