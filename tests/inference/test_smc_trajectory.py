@@ -72,6 +72,7 @@ def test_on_a_ridge_the_trajectories_grow_and_the_posterior_is_right():
         _ridge_model(),
         draws=100,
         runs=2,
+        adapt_n_leapfrog=True,
         max_leapfrog=25,
         cores=1,
         random_seed=2,
