@@ -139,6 +139,8 @@ class ModeSearchResult:
     method : str
     wall_time : float
         Seconds of the whole search (with the compiles).
+    workers : int
+        The worker processes the starts ran in (1: this process; 0: an ``executor``).
     """
 
     def __init__(
@@ -150,7 +152,9 @@ class ModeSearchResult:
         objective_tolerance: float,
         parameter_tolerance: float,
         wall_time: float,
+        workers: int = 1,
     ) -> None:
+        self.workers = workers
         self.starts = tuple(sorted(results, key=_rank_key))
         self.objective = objective
         self.method = method

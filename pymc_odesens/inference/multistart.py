@@ -198,8 +198,12 @@ def find_modes(
         normal noise); ``"auto"`` takes it when every observed variable is one of them
         and there are at most :data:`FISHER_SIZE_LIMIT` coordinates, else ``"L-BFGS-B"``.
     n_workers : int, optional
-        Local worker processes when ``executor`` is None (default: the machine's CPU count,
-        at most the number of starts). 1 runs the starts in this process.
+        Local worker processes when ``executor`` is None; 1 runs the starts in this
+        process. Default: the first start runs in this process, and the others in as many
+        worker processes as the machine has CPUs (at most one per start) only when that is
+        expected to be faster, counting :data:`WORKER_START_SECONDS` for starting the
+        workers (each imports PyMC, builds the model and compiles it); on a model whose
+        starts take a second or two (Boehm_JProteomeRes2014) all run here.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where the starts run (:func:`~pymc_odesens.inference.executors.work_executor`):
         ``None``, local processes; any executor (a thread or process pool); a Dask client,
@@ -262,6 +266,7 @@ def find_modes(
     if method != "auto" and method not in LOCAL_METHODS:
         raise ValueError(f"method: expected 'auto' or one of {LOCAL_METHODS}, got {method!r}")
     check_executor(executor)
+    choose_workers = n_workers is None
     if n_workers is None:
         n_workers = min(n_starts + len(given), os.cpu_count() or 1)
     if not isinstance(n_workers, int | np.integer) or n_workers < 1:
@@ -312,8 +317,16 @@ def find_modes(
     ]
     # n_workers=1 without an executor: in this process, on the model the factory builds (as
     # a worker would: the same graph, the same bits), compiled once per process
-    with work_executor(executor, n_workers=int(n_workers)) as runner:
-        results = runner.map(run_start, tasks, name="start")
+    results = []
+    if choose_workers and executor is None and n_workers > 1:
+        first = time.perf_counter()
+        with work_executor(None, n_workers=1) as runner:
+            results = runner.map(run_start, tasks[:1], name="start")
+        tasks = tasks[1:]
+        n_workers = _workers_worth_it(time.perf_counter() - first, len(tasks), int(n_workers))
+    if tasks:
+        with work_executor(executor, n_workers=int(n_workers)) as runner:
+            results += runner.map(run_start, tasks, name="start")
     return ModeSearchResult(
         results,
         objective,
@@ -321,4 +334,21 @@ def find_modes(
         objective_tolerance=objective_tolerance,
         parameter_tolerance=parameter_tolerance,
         wall_time=time.perf_counter() - began,
+        workers=0 if executor is not None else int(n_workers),
     )
+
+
+WORKER_START_SECONDS = 20.0
+"""What starting local worker processes costs before their first start (spawn, import of
+PyMC and PyTensor, building and compiling the model): 20-28 s on the 2-core development
+machine for Boehm_JProteomeRes2014 (33 s for its 11 starts in 2 workers, 8.5-12 s in this
+process)."""
+
+
+def _workers_worth_it(first: float, remaining: int, workers: int) -> int:
+    """``workers`` when ``remaining`` starts of ``first`` seconds each end sooner in them
+    (after :data:`WORKER_START_SECONDS`) than here, one after another; else 1."""
+    workers = min(workers, max(remaining, 1))
+    here = remaining * first
+    there = WORKER_START_SECONDS + here / workers
+    return workers if there < here else 1

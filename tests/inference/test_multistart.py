@@ -15,6 +15,7 @@ from scipy.optimize import minimize
 from scipy.stats import halfnorm, norm
 
 import pymc_odesens
+import pymc_odesens.inference.multistart as multistart
 from pymc_odesens import OdeSystem, ode_solution, steady_state_solution
 from pymc_odesens.inference import ModeSearchResult, find_modes
 from tests.inference import work_units
@@ -116,6 +117,31 @@ def test_a_start_whose_solve_fails_is_reported_and_the_others_go_on():
     assert result.best.parameters["a"] == pytest.approx(0.3, abs=0.02)
     table = result.to_dataframe()
     assert (table.loc[[r.index for r in failed], "status"] == "failed").all()
+
+
+def test_cheap_starts_run_in_this_process_and_give_the_same_bits():
+    # by default the first start runs here; 3 more starts of well under a second each end
+    # sooner here than after starting worker processes
+    model = line_model()
+    chosen = find_modes(model, 4, random_seed=11, method="L-BFGS-B")
+    here = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
+    assert chosen.workers == 1 and here.workers == 1
+    _assert_same_starts(here, chosen)
+
+
+@pytest.mark.parametrize(
+    ("first", "remaining", "workers", "expected"),
+    [
+        (1.0, 10, 2, 1),  # 10 s here against 20 + 5 s in workers
+        (20.0, 10, 2, 2),  # 200 s here against 20 + 100 s
+        (20.0, 10, 8, 8),
+        (100.0, 1, 2, 1),  # one start left: a worker cannot be faster
+        (1.0, 0, 2, 1),
+    ],
+)
+def test_workers_only_when_they_pay_for_their_start(first, remaining, workers, expected):
+    assert multistart._workers_worth_it(first, remaining, workers) == expected
+    assert multistart.WORKER_START_SECONDS == 20.0
 
 
 def test_results_do_not_depend_on_the_number_of_workers():
