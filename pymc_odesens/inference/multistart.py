@@ -90,6 +90,11 @@ def _objective(task: StartTask) -> ModeObjective:
     return objective
 
 
+def _start_of(objective: ModeObjective, task: StartTask) -> np.ndarray:
+    """The task's start: given, or drawn from the prior with its seed."""
+    return objective.draw_start(task.seed) if task.x0 is None else np.array(task.x0)
+
+
 def run_start(task: StartTask) -> StartResult:
     """Run one start (in a worker): draw it from the prior, maximise, evaluate the end.
 
@@ -100,7 +105,7 @@ def run_start(task: StartTask) -> StartResult:
     x0 = None
     try:
         objective = _objective(task)
-        x0 = objective.draw_start(task.seed) if task.x0 is None else np.array(task.x0)
+        x0 = _start_of(objective, task)
         run = maximise_from(
             objective,
             x0,
@@ -346,7 +351,7 @@ def _compile_here(task: StartTask) -> None:
     the start itself to report."""
     try:
         objective = _objective(task)
-        x0 = objective.draw_start(task.seed) if task.x0 is None else np.array(task.x0)
+        x0 = _start_of(objective, task)
         objective.evaluate(x0)
         if task.method == "trust-region-fisher":
             objective.fisher_information(x0)

@@ -74,10 +74,10 @@ def correlation_floor(effective_size: float, dimension: int, level: float = NOIS
     return math.tanh(z / math.sqrt(effective_size - 3.0))
 
 
-def stopping_threshold(correlation_threshold: float, weights: np.ndarray, dimension: int) -> float:
-    """``max(correlation_threshold, correlation_floor(ESS, dimension))``, the ESS
-    ``(sum w)^2 / sum w^2`` of ``weights``: the correlation below which a stage's moves
-    stop."""
-    w = np.asarray(weights, dtype=float)
-    effective_size = float(w.sum() ** 2 / np.sum(w**2)) if np.any(w > 0) else 0.0
+def stopping_threshold(
+    correlation_threshold: float, effective_size: float, dimension: int
+) -> float:
+    """``max(correlation_threshold, correlation_floor(effective_size, dimension))``: the
+    correlation below which a stage's moves stop (``effective_size`` the particles' weights'
+    ESS, :func:`~pymc_odesens.inference.smc_tempering.effective_sample_size`)."""
     return max(float(correlation_threshold), correlation_floor(effective_size, dimension))

@@ -210,7 +210,9 @@ class SmcRun:
             weights = np.exp(log_weights)
             metric = population_metric(states.positions, weights, settings.mass_matrix)
             start = states.positions.copy()
-            threshold = stopping_threshold(settings.correlation_threshold, weights, d)
+            threshold = stopping_threshold(
+                settings.correlation_threshold, effective_sample_size(log_weights), d
+            )
             totals = {"failed": 0, "divergent": 0, "gradients": 0}
             acceptances, correlation, moves = [], 1.0, 0
             limit = settings.moves if settings.moves is not None else settings.max_moves

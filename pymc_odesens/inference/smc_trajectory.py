@@ -67,16 +67,18 @@ def next_leapfrog_mean(
     maximum : int
         The largest mean allowed.
     """
-    moved = np.flatnonzero(np.asarray(steps) > 0)
-    if len(moved) < 2 * GROUPS or not np.any(np.asarray(squared_jumps)[moved] > 0):
+    steps, jumps = np.asarray(steps), np.asarray(squared_jumps)
+    costs = np.asarray(gradient_evaluations)
+    moved = np.flatnonzero(steps > 0)
+    if len(moved) < 2 * GROUPS or not np.any(jumps[moved] > 0):
         return int(current)
-    order = moved[np.argsort(np.asarray(steps)[moved], kind="stable")]
+    order = moved[np.argsort(steps[moved], kind="stable")]
     best, best_median = -1.0, int(current)
     for group in np.array_split(order, GROUPS):
-        cost = float(np.sum(np.asarray(gradient_evaluations)[group]))
+        cost = float(np.sum(costs[group]))
         if cost <= 0.0:
             continue
-        efficiency = float(np.sum(np.asarray(squared_jumps)[group])) / cost
+        efficiency = float(np.sum(jumps[group])) / cost
         if efficiency > best:
             best, best_median = efficiency, int(round(float(np.median(steps[group]))))
     return int(min(max(best_median, (int(current) + 1) // 2, 1), maximum))

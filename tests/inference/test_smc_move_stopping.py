@@ -8,6 +8,7 @@ from pymc_odesens.inference.smc_move_stopping import (
     max_correlation,
     stopping_threshold,
 )
+from pymc_odesens.inference.smc_tempering import effective_sample_size
 
 
 def test_max_correlation_of_known_positions():
@@ -59,11 +60,15 @@ def test_floor_values_and_limits():
 
 
 def test_threshold_is_the_larger_of_the_option_and_the_floor_at_the_weights_ess():
-    many = np.ones(20_000)
-    assert stopping_threshold(0.1, many, 9) == 0.1  # floor 0.027
-    few = np.ones(100)
-    assert stopping_threshold(0.1, few, 9) == pytest.approx(correlation_floor(100, 9))
+    many = np.zeros(20_000)  # log-weights
+    assert stopping_threshold(0.1, effective_sample_size(many), 9) == 0.1  # floor 0.027
+    few = np.zeros(100)
+    assert stopping_threshold(0.1, effective_sample_size(few), 9) == pytest.approx(
+        correlation_floor(100, 9)
+    )
     # the weights' effective sample size: half of 200 particles with weight 0 -> 100
-    half = np.r_[np.ones(100), np.zeros(100)]
-    assert stopping_threshold(0.1, half, 9) == pytest.approx(correlation_floor(100, 9))
-    assert stopping_threshold(0.5, few, 9) == 0.5
+    half = np.r_[np.zeros(100), np.full(100, -np.inf)]
+    assert stopping_threshold(0.1, effective_sample_size(half), 9) == pytest.approx(
+        correlation_floor(100, 9)
+    )
+    assert stopping_threshold(0.5, effective_sample_size(few), 9) == 0.5
