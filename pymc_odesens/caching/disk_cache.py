@@ -41,6 +41,7 @@ __all__ = [
     "KernelCacheWarning",
     "cache_directory",
     "load_artefact",
+    "private_directory",
     "read_artefact",
     "store_artefact",
     "write_atomically",
@@ -277,3 +278,25 @@ def store_artefact(path: Path, content: bytes) -> None:
         write_atomically(path, data)
     except OSError as error:
         _warn_unwritable(root, error)
+
+
+def private_directory(relative: str) -> Path | None:
+    """The directory ``relative`` below :func:`cache_directory`, created private (mode 0700).
+
+    For caches that write their own files there (numba's). Returns None, with one
+    :class:`KernelCacheWarning` per process, when it cannot be created.
+
+    Raises
+    ------
+    KernelCacheError
+        When a directory on the way is not owned by the user or may be written by its group
+        or others.
+    """
+    root = cache_directory()
+    directory = root / relative
+    try:
+        _make_private_directories(root, directory)
+    except OSError as error:
+        _warn_unwritable(root, error)
+        return None
+    return directory

@@ -39,6 +39,7 @@ import xarray as xr
 
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
+from pymc_odesens.inference.nutpie_callbacks import compile_nutpie_model
 from pymc_odesens.inference.nutpie_start import single_initvals
 from pymc_odesens.inference.pooled_metric import resume_pooled_metric
 from pymc_odesens.inference.sampling import sample
@@ -357,14 +358,14 @@ def _finished(sampler) -> bool:
 
 
 def nutpie_model(model: pm.Model, initvals=None, whiten: LaplaceApproximation | None = None):
-    """nutpie's compiled ``model`` without jitter, and the variable names a trace keeps.
+    """nutpie's compiled ``model`` without jitter, and the variable names a trace keeps
+    (:func:`~pymc_odesens.inference.nutpie_callbacks.compile_nutpie_model`: its callbacks
+    cached across processes).
 
     ``initvals`` (one dict) are the chains' starts; with ``whiten``, the whitened model
     (:func:`~pymc_odesens.inference.whitened_model.whitened_model`) whose chains each start
     at their own draw of the approximation (``initvals`` must then be None).
     """
-    import nutpie
-
     compile_kwargs = {"jitter_rvs": set()}
     values = single_initvals(initvals)
     if values is not None:
@@ -377,7 +378,7 @@ def nutpie_model(model: pm.Model, initvals=None, whiten: LaplaceApproximation | 
         # each chain at its own draw of the approximation: N(0, I) in these coordinates
         n = white.mean.size
         compile_kwargs["initial_points"] = {WHITENED_NAME: pt.random.normal(size=(n,))}
-    return nutpie.compile_pymc_model(sampled, **compile_kwargs), recorded
+    return compile_nutpie_model(sampled, **compile_kwargs), recorded
 
 
 def _nutpie_until_converged(plan: _Plan):

@@ -297,6 +297,10 @@ def find_modes(
     compile_items = tuple(sorted((compile_kwargs or {}).items()))
     key = factory_key(factory)
     objective = ModeObjective(model, dict(compile_items))
+    # the factory builds this same model: its starts in this process use this objective
+    # (as a worker would its own: the same graph, the same bits) instead of compiling again
+    with _OBJECTIVES_LOCK:
+        _OBJECTIVES.setdefault((key, compile_items), objective)
     if method == "auto":
         small = objective.size <= FISHER_SIZE_LIMIT
         method = "trust-region-fisher" if small and _fisher_known(model) else "L-BFGS-B"

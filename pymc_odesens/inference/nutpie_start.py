@@ -12,7 +12,9 @@ do not meet.
 :func:`nutpie_start` makes ``nutpie.compile_pymc_model`` (what PyMC calls) receive the
 starting values as ``initial_points`` and jitter only when ``init`` asks for it, as
 ``pm.sample`` does for its own NUTS: ``"jitter+adapt_diag"`` (PyMC's ``"auto"``) and
-the other ``jitter+...`` names jitter, ``"adapt_diag"`` and the rest do not.
+the other ``jitter+...`` names jitter, ``"adapt_diag"`` and the rest do not. The model is
+compiled by :func:`~pymc_odesens.inference.nutpie_callbacks.compile_nutpie_model` (nutpie's
+callbacks cached across processes).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
+
+from pymc_odesens.inference.nutpie_callbacks import compile_nutpie_model
 
 __all__ = ["nutpie_start", "single_initvals"]
 
@@ -94,7 +98,7 @@ def nutpie_start(initvals=None, init: str = "auto") -> Iterator[None]:
             kwargs.setdefault("initial_points", dict(values))
         if not jitter:
             kwargs.setdefault("jitter_rvs", set())
-        return original(model, **kwargs)
+        return compile_nutpie_model(model, **kwargs)
 
     nutpie.compile_pymc_model = compile_pymc_model
     try:

@@ -7,6 +7,7 @@ import pymc as pm
 import pytest
 
 import pymc_odesens
+from pymc_odesens.inference import nutpie_start as nutpie_start_module
 from pymc_odesens.inference.nutpie_start import nutpie_start, single_initvals
 
 nutpie = pytest.importorskip("nutpie")
@@ -55,13 +56,14 @@ def test_the_context_restores_nutpie():
 
 def test_sample_passes_initvals_and_init_to_nutpie(monkeypatch):
     calls = []
-    original = nutpie.compile_pymc_model
+    original = nutpie_start_module.compile_nutpie_model
+    before = nutpie.compile_pymc_model
 
     def recording(model, **kwargs):
         calls.append(kwargs)
         return original(model, **kwargs)
 
-    monkeypatch.setattr(nutpie, "compile_pymc_model", recording)
+    monkeypatch.setattr(nutpie_start_module, "compile_nutpie_model", recording)
     with _model(), warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # PyMC's "initvals are not passed"
         idata = pymc_odesens.sample(
@@ -78,7 +80,7 @@ def test_sample_passes_initvals_and_init_to_nutpie(monkeypatch):
     assert len(calls) == 1
     assert calls[0]["initial_points"] == START and calls[0]["jitter_rvs"] == set()
     assert idata.posterior["a"].shape == (2, 20)
-    assert nutpie.compile_pymc_model is recording
+    assert nutpie.compile_pymc_model is before
 
 
 def test_single_initvals():
