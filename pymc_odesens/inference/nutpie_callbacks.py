@@ -106,7 +106,9 @@ def _install_locator() -> None:
     """Put the callbacks' cache locator first in numba's list (once per process)."""
     from numba.core import caching
 
-    if any(getattr(c, "_pymc_odesens_callbacks", False) for c in caching.CacheImpl._locator_classes):
+    if any(
+        getattr(c, "_pymc_odesens_callbacks", False) for c in caching.CacheImpl._locator_classes
+    ):
         return
 
     class CallbackLocator(caching._CacheLocator):
@@ -323,8 +325,7 @@ def compile_nutpie_model(
         return nutpie.compile_pymc_model(model, **arguments)
     if gradient_backend != "pytensor":
         raise ValueError(
-            f"gradient_backend: expected 'pytensor' with backend='numba', got "
-            f"{gradient_backend!r}"
+            f"gradient_backend: expected 'pytensor' with backend='numba', got {gradient_backend!r}"
         )
     from pymc.initial_point import make_initial_point_fn
 
@@ -344,9 +345,7 @@ def compile_nutpie_model(
 
 
 def _compile(model, internals, point_function, var_names):
-    n_dim, n_expanded, logp_fn, expand_fn, initial_point, shape_info = internals[
-        "_make_functions"
-    ](
+    n_dim, n_expanded, logp_fn, expand_fn, initial_point, shape_info = internals["_make_functions"](
         model,
         mode="NUMBA",
         compute_grad=True,
