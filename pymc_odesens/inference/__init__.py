@@ -3,7 +3,9 @@ model, or one without ODEs).
 
 - sampling with the log-density compiled in PyTensor's NUMBA mode (:func:`sample`,
   :func:`sample_posterior_predictive`, ``sampling.py``; nutpie's start values,
-  ``nutpie_start.py``; one gradient per step method, ``step_assignment.py``);
+  ``nutpie_start.py``; nutpie's compiled model with its callbacks cached across processes,
+  :func:`compile_nutpie_model`, ``nutpie_callbacks.py``; one gradient per step method,
+  ``step_assignment.py``);
 - SMMALA, a Riemannian step method with the Fisher information as metric (``smmala*.py``);
 - mass matrices from a posterior mode (:func:`find_posterior_mode`, :func:`mode_metric_nuts`)
   and from pooled draws (:func:`sample_pooled_metric`, :func:`resume_pooled_metric`);
@@ -54,6 +56,7 @@ from pymc_odesens.inference.mode_metric import (
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult, StartResult
 from pymc_odesens.inference.model_comparison import compare_models
 from pymc_odesens.inference.multistart import StartTask, find_modes, run_start
+from pymc_odesens.inference.nutpie_callbacks import compile_nutpie_model
 from pymc_odesens.inference.pooled_metric import (
     pooled_covariance,
     resume_pooled_metric,
@@ -80,6 +83,7 @@ __all__ = [
     "sample",
     "sample_posterior_predictive",
     "sampling_compile_kwargs",
+    "compile_nutpie_model",
     "find_posterior_mode",
     "PosteriorMode",
     "mode_metric_nuts",

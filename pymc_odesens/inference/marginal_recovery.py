@@ -22,6 +22,7 @@ from pymc_odesens.ops.graph_traversal import ancestors
 from pymc_odesens.ops.marginal_likelihood import MarginalNormalLogLikelihood
 from pymc_odesens.ops.marginal_numerics import conditional_draw, conditional_posterior
 from pymc_odesens.ops.marginal_structure import KNOWN_NOISE
+from pymc_odesens.ops.unused_sensitivities import states_only_mode
 
 __all__ = ["MarginalRecovery", "marginal_nodes", "recover_marginalized"]
 
@@ -116,7 +117,9 @@ class MarginalRecovery:
     model : pymc.Model, optional
         The model that is sampled (default: the model of the current context).
     compile_kwargs : dict, optional
-        Passed to ``model.compile_fn`` (the function evaluated at every draw).
+        Passed to ``model.compile_fn`` (the function evaluated at every draw; its mode, or
+        the default, with :func:`~pymc_odesens.ops.unused_sensitivities.states_only_mode`:
+        the draws' ODE solves skip the sensitivities).
 
     Not safe to call from several threads at once (one compiled function); build one per
     thread.
@@ -138,11 +141,11 @@ class MarginalRecovery:
         self.model = model
         self.nodes = nodes
         inputs = [i for node in nodes for i in node.inputs]
+        kwargs = dict(compile_kwargs or {})
+        # the draws need the ODE states only: solved without their sensitivities
+        kwargs["mode"] = states_only_mode(kwargs.get("mode"))
         self.function = model.compile_fn(
-            inputs=model.free_RVs,
-            outs=inputs,
-            on_unused_input="ignore",
-            **(compile_kwargs or {}),
+            inputs=model.free_RVs, outs=inputs, on_unused_input="ignore", **kwargs
         )
         self.block_of_noise = []  # per node: the block of each noise variance
         for node in nodes:

@@ -24,6 +24,7 @@ from pymc_odesens.ops import (
     numba_dispatch,  # noqa: F401  (registers the numba Ops)
     numba_pbs,  # noqa: F401  (and the PBS ones)
     steady_state_numba,  # noqa: F401  (and those of steady states)
+    unused_sensitivities,  # noqa: F401  (registers the rewrite to states-only solves)
 )
 from pymc_odesens.ops.concurrent_calls import ConcurrentCallError
 from pymc_odesens.ops.distributed_likelihood_op import DistributedLogLikelihoodOp
