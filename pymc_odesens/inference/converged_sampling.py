@@ -51,10 +51,13 @@ __all__ = ["ConvergedSampling", "SAMPLERS", "sample_until_converged"]
 SAMPLERS = ("nutpie", "pymc")
 
 # looks at nutpie's growing trace: each copies the whole trace in this (the Python) thread,
-# which then takes CPU from the chains; so at most one look per _LOOK_EVERY seconds, and
-# at least _LOOK_COST_RATIO times as long between two looks as a look takes
-_LOOK_EVERY = (2.0, 30.0)
-_LOOK_COST_RATIO = 50.0
+# which then takes CPU from the chains. A look is timed for when the chains should have the
+# next check's draws, at the rate of their iterations (tuning steps, then draws) since the
+# last look; within _LOOK_EVERY seconds, and at least _LOOK_COST_RATIO times as long after
+# the last look as it took (a 0.5 s look then takes at most a tenth of one core)
+_LOOK_EVERY = (1.0, 30.0)
+_LOOK_COST_RATIO = 10.0
+_CATCH_UP_SECONDS = 5.0
 
 
 @dataclass
@@ -332,20 +335,28 @@ def _posterior_draws(posterior: xr.Dataset) -> int:
     return min(counts)
 
 
-def _next_pause(have, next_check, looked, cost, last, deadline) -> float:
-    """Seconds until the next look at nutpie's trace: when the chains should have
-    ``next_check`` draws at the rate since the last look (or the deadline, if sooner),
-    within ``_LOOK_EVERY`` and at least ``_LOOK_COST_RATIO`` times the look's cost."""
+def _next_pause(done, due, looked, cost, last, deadline) -> float:
+    """Seconds until the next look at nutpie's trace: when every chain should have done
+    ``due`` iterations (tuning steps and draws) at the rate since the last look (or at the
+    deadline, if sooner), within ``_LOOK_EVERY`` and at least ``_LOOK_COST_RATIO`` times
+    the look's ``cost``."""
     low, high = _LOOK_EVERY
-    wait = high
-    if last is not None and have > last[1] and looked > last[0]:
-        rate = (have - last[1]) / (looked - last[0])
-        wait = max(next_check - have, 1) / rate
-    elif have == 0:
-        wait = 4 * low  # still tuning
+    wait = 4 * low  # no rate yet
+    if last is not None and done > last[1] and looked > last[0]:
+        rate = (done - last[1]) / (looked - last[0])
+        wait = max(due - done, 1) / rate
     if deadline is not None:
         wait = min(wait, max(deadline - time.monotonic(), 0.0))
     return min(max(wait, low, _LOOK_COST_RATIO * cost), high)
+
+
+def _tuning_steps(trace) -> int:
+    """Tuning steps that every chain has done (0 before nutpie reports any)."""
+    if trace is None or "warmup_sample_stats" not in trace.groups():
+        return 0
+    stats = trace.warmup_sample_stats
+    done = np.isfinite(stats["step_size"].values) & (stats["n_steps"].values > 0)
+    return int(done.sum(axis=1).min()) if done.size else 0
 
 
 def _finished(sampler) -> bool:
@@ -426,8 +437,10 @@ def _nutpie_until_converged(plan: _Plan):
                 warnings.simplefilter("ignore", UserWarning)
                 trace = sampler.inspect()
             have = _posterior_draws(trace.posterior)
-            pause = _next_pause(have, next_check, looked, time.monotonic() - looked, last, deadline)
-            last = (looked, have)
+            done = tune + have if have else _tuning_steps(trace)
+            cost = time.monotonic() - looked
+            pause = _next_pause(done, tune + next_check, looked, cost, last, deadline)
+            last = (looked, done)
             past = deadline is not None and time.monotonic() > deadline
             late = past and have >= 1
             if past and have == 0:  # still tuning at the limit: stop, say so
@@ -437,7 +450,12 @@ def _nutpie_until_converged(plan: _Plan):
                     "time limit: the chains were still tuning " + _tuning_line(trace, tune),
                 )
                 break
-            if have >= next_check:
+            # every check that the draws so far allow, in order, before the next pause: the
+            # result is the first k * draws draws that pass, whenever the trace was looked at
+            # (at most _CATCH_UP_SECONDS of them per look, one past a time limit)
+            checked = False
+            while have >= next_check and not met:
+                checked = True
                 upto = next_check
                 checks, met = _check_round(
                     plan,
@@ -448,13 +466,14 @@ def _nutpie_until_converged(plan: _Plan):
                 )
                 _say(progressbar, _round_line(checks, upto, met))
                 next_check += draws
-                if met:
-                    stopped_by = "converged"
+                if late or time.monotonic() - looked > _CATCH_UP_SECONDS:
                     break
-                if late:  # the checks at the limit did not pass: stop here
-                    stopped_by = "time limit"
-                    break
-                continue
+            if met:
+                stopped_by = "converged"
+                break
+            if late and checked:  # the checks at the limit did not pass: stop here
+                stopped_by = "time limit"
+                break
             if late:
                 upto = have
                 checks, met = _check_round(

@@ -113,3 +113,16 @@ def test_nutpie_stops_in_tuning_at_the_limit_and_says_how_far_it_got(capsys):
     steps = idata.warmup_sample_stats["n_steps"].values
     assert np.isfinite(steps).any()  # tuning's statistics are kept
     assert "time limit: the chains were still tuning (" in capsys.readouterr().err
+
+
+def test_looks_are_timed_for_the_next_check():
+    from pymc_odesens.inference import converged_sampling as cs
+
+    # 100 iterations in 10 s: the next check's 300th iteration is 20 s away
+    assert cs._next_pause(100, 300, 10.0, 0.01, (0.0, 0), None) == pytest.approx(20.0)
+    # never sooner than ten times a look's cost, never later than 30 s
+    assert cs._next_pause(100, 110, 10.0, 0.5, (0.0, 0), None) == pytest.approx(5.0)
+    assert cs._next_pause(100, 10**6, 10.0, 0.01, (0.0, 0), None) == pytest.approx(30.0)
+    # no rate yet: 4 s; a check already due: at once (the lower bound, 1 s)
+    assert cs._next_pause(0, 300, 1.0, 0.01, None, None) == pytest.approx(4.0)
+    assert cs._next_pause(400, 300, 10.0, 0.01, (0.0, 0), None) == pytest.approx(1.0)
