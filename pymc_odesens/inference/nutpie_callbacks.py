@@ -35,8 +35,10 @@ used as nutpie uses it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import importlib
+import inspect
 import sys
 import threading
 import warnings
@@ -150,7 +152,7 @@ def _nutpie_internals():
     """nutpie's helpers this module builds on, or None when this nutpie has others."""
     try:
         module = importlib.import_module("nutpie.compile_pymc")
-        return {
+        internals = {
             name: getattr(module, name)
             for name in (
                 "CompiledPyMCModel",
@@ -163,6 +165,28 @@ def _nutpie_internals():
         }
     except (ImportError, AttributeError):
         return None
+    # the arguments and fields used here must be the ones this nutpie has
+    arguments = set(inspect.signature(internals["_make_functions"]).parameters)
+    used = {"mode", "compute_grad", "join_expanded", "pymc_initial_point_fn", "var_names"}
+    fields = {f.name for f in dataclasses.fields(internals["CompiledPyMCModel"])}
+    needed = {
+        "_n_dim",
+        "dims",
+        "_coords",
+        "_shapes",
+        "compiled_logp_func",
+        "compiled_expand_func",
+        "initial_point_func",
+        "shared_data",
+        "user_data",
+        "n_expanded",
+        "shape_info",
+        "logp_func",
+        "expand_func",
+    }
+    if not used <= arguments or not needed <= fields:
+        return None
+    return internals
 
 
 def _signatures():

@@ -158,3 +158,9 @@ def test_other_nutpie_internals_fall_back_to_nutpie_with_a_notice(monkeypatch, c
 def test_gradient_backend_must_be_pytensor_with_numba():
     with pytest.raises(ValueError, match="gradient_backend: expected 'pytensor'"):
         compile_nutpie_model(_model(), gradient_backend="jax")
+
+
+def test_this_nutpies_internals_are_recognised():
+    """The helpers and fields this module builds on are those of the installed nutpie (else
+    every compile would fall back to nutpie's own, uncached)."""
+    assert nutpie_callbacks._nutpie_internals() is not None
