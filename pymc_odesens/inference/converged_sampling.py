@@ -486,8 +486,8 @@ def _nutpie_until_converged(plan: _Plan):
                 stopped_by = "converged" if met else "time limit"
                 _say(progressbar, "time limit: " + _round_line(checks, upto, met))
                 break
-            if finished:
-                break  # max_draws reached and checked
+            if finished and have < next_check:
+                break  # max_draws reached and every check made
     finally:
         if not _finished(sampler):
             trace = sampler.abort()

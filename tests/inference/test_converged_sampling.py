@@ -126,3 +126,23 @@ def test_looks_are_timed_for_the_next_check():
     # no rate yet: 4 s; a check already due: at once (the lower bound, 1 s)
     assert cs._next_pause(0, 300, 1.0, 0.01, None, None) == pytest.approx(4.0)
     assert cs._next_pause(400, 300, 10.0, 0.01, (0.0, 0), None) == pytest.approx(1.0)
+
+
+def test_max_draws_ends_the_run_after_every_check(monkeypatch):
+    from pymc_odesens.inference import converged_sampling as cs
+
+    monkeypatch.setattr(cs, "_CATCH_UP_SECONDS", 0.0)  # one check per look
+    idata, outcome = sample_until_converged(
+        normal_model(),
+        var_names=["mu"],
+        draws=100,
+        tune=50,
+        chains=2,
+        max_draws=300,
+        target_ess=10**7,  # never met
+        random_seed=2,
+        progressbar=False,
+    )
+    assert not outcome.converged and outcome.stopped_by == "max_draws"
+    assert outcome.draws == 300 and [h[0] for h in outcome.history] == [100, 200, 300]
+    assert idata.posterior["mu"].shape == (2, 300)
