@@ -273,14 +273,15 @@ def store_artefact(path: Path, content: bytes) -> None:
     root = cache_directory()
     path = Path(path)
     data = frame(content, _identity(root, path))
+    if private_directory(path.parent.relative_to(root)) is None:
+        return
     try:
-        _make_private_directories(root, path.parent)
         write_atomically(path, data)
     except OSError as error:
         _warn_unwritable(root, error)
 
 
-def private_directory(relative: str) -> Path | None:
+def private_directory(relative: str | Path) -> Path | None:
     """The directory ``relative`` below :func:`cache_directory`, created private (mode 0700).
 
     For caches that write their own files there (numba's). Returns None, with one

@@ -350,13 +350,18 @@ def _next_pause(done, due, looked, cost, last, deadline) -> float:
     return min(max(wait, low, _LOOK_COST_RATIO * cost), high)
 
 
+def _tuning_done(trace) -> np.ndarray | None:
+    """Per chain and tuning step, whether nutpie has done it (None: no statistics yet)."""
+    if trace is None or "warmup_sample_stats" not in trace.groups():
+        return None
+    stats = trace.warmup_sample_stats
+    return np.isfinite(stats["step_size"].values) & (stats["n_steps"].values > 0)
+
+
 def _tuning_steps(trace) -> int:
     """Tuning steps that every chain has done (0 before nutpie reports any)."""
-    if trace is None or "warmup_sample_stats" not in trace.groups():
-        return 0
-    stats = trace.warmup_sample_stats
-    done = np.isfinite(stats["step_size"].values) & (stats["n_steps"].values > 0)
-    return int(done.sum(axis=1).min()) if done.size else 0
+    done = _tuning_done(trace)
+    return int(done.sum(axis=1).min()) if done is not None and done.size else 0
 
 
 def _finished(sampler) -> bool:
@@ -517,11 +522,11 @@ def _nutpie_until_converged(plan: _Plan):
 
 def _tuning_line(trace, tune: int) -> str:
     """How far nutpie's chains got in tuning: draws, gradients per draw, step size."""
-    if trace is None or "warmup_sample_stats" not in trace.groups():
+    done = _tuning_done(trace)
+    if done is None:
         return "(no tuning statistics yet)"
     stats = trace.warmup_sample_stats
     steps = stats["n_steps"].values.astype(float)
-    done = np.isfinite(stats["step_size"].values) & (steps > 0)
     per_chain = done.sum(axis=1)
     if not done.any():
         return f"(0 of {tune} tuning steps in every chain)"
