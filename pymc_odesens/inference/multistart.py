@@ -356,9 +356,9 @@ def _compile_here(task: StartTask) -> None:
     try:
         objective = _objective(task)
         x0 = _start_of(objective, task)
-        objective.evaluate(x0)
         if task.method == "trust-region-fisher":
-            objective.fisher_information(x0)
+            objective.fisher_information(x0)  # its function evaluates the starts' ends too
+        objective.evaluate(x0)
     except Exception:  # noqa: BLE001  (run_start reports the start's failure)
         return
 

@@ -40,7 +40,14 @@ from pymc_odesens.inference.smmala_sensitivities import ode_nodes, with_sensitiv
 from pymc_odesens.ops.graph_traversal import ancestors
 from pymc_odesens.ops.rejection import FailurePenalty
 
-__all__ = ["LIKELIHOODS", "LikelihoodTerm", "SmmalaGraph", "likelihood_terms", "smmala_graph"]
+__all__ = [
+    "LIKELIHOODS",
+    "LikelihoodTerm",
+    "SmmalaGraph",
+    "likelihood_terms",
+    "smmala_graph",
+    "total_log_density",
+]
 
 LIKELIHOODS = {NormalRV: "Normal", LogNormalRV: "LogNormal"}
 """Observed distributions whose Fisher information the metric knows."""
@@ -143,6 +150,9 @@ class SmmalaGraph:
     failed : TensorVariable
         True when an ODE solve failed (the log-density is then ``-inf``).
     terms : list of LikelihoodTerm
+    log_likelihood : TensorVariable
+        The observed variables' log-density (the part of ``logp`` the metric's Fisher
+        information belongs to).
     """
 
     x: pt.TensorVariable
@@ -151,6 +161,7 @@ class SmmalaGraph:
     metric: pt.TensorVariable
     failed: pt.TensorVariable
     terms: list
+    log_likelihood: pt.TensorVariable
 
 
 def _jacobian_columns(f: pt.TensorVariable, x: pt.TensorVariable, size: int):
@@ -197,25 +208,30 @@ def smmala_graph(
         ODE solution (their curvature would need second-order sensitivities).
     """
     terms = likelihood_terms(model)
-    logp = model.logp(jacobian=jacobian)
     others = list(model.free_RVs) + list(model.potentials)
-    prior_logp = model.logp(vars=others, jacobian=jacobian) if others else pt.constant(0.0)
-    for rv in others:
+    observed = list(model.observed_RVs)
+    # one derivation of every term (PyMC's sum of these is model.logp): a derivation per
+    # term would cost about 0.2 s each on a PEtab model
+    factors = model.logp(vars=others + observed, jacobian=jacobian, sum=False)
+    for rv, factor in zip(others, factors):
         if rv.owner is not None and isinstance(rv.owner.op, FailurePenalty):
             continue  # a rejection: disconnected from its flags, whatever they are read from
-        if _carries_solution(model.logp(vars=[rv])):
+        if _carries_solution(factor):
             raise ValueError(
                 f"SMMALA: the log-density term of {rv.name!r} depends on an ODE solution; its "
                 "curvature would need second-order sensitivities. Put the data in an observed "
                 "Normal or LogNormal whose location comes from the solution instead"
             )
-    graphs = [logp, prior_logp]
+    prior_logp = total_log_density(factors[: len(others)])
+    log_likelihood = total_log_density(factors[len(others) :])
+    logp = prior_logp + log_likelihood
+    graphs = [logp, prior_logp, log_likelihood]
     for term in terms:
         graphs += [term.mu, term.sigma]
     graphs, failed = with_sensitivity_route(graphs, sensitivity, pbs_options)
     failed_any = pt.any(pt.stack([pt.any(f) for f in failed])) if failed else pt.constant(False)
     joined, x = join_nonshared_inputs(point, graphs + [failed_any], value_vars, shared)
-    logp, prior_logp, *params, failed_any = joined
+    logp, prior_logp, log_likelihood, *params, failed_any = joined
     size = int(sum(np.prod(point[v.name].shape, dtype=int) for v in value_vars))
     dlogp = pytensor.grad(logp, x)
     metric = pt.zeros((size, size))
@@ -241,7 +257,15 @@ def smmala_graph(
         metric=metric,
         failed=failed_any,
         terms=terms,
+        log_likelihood=log_likelihood,
     )
+
+
+def total_log_density(factors) -> pt.TensorVariable:
+    """The sum of log-density terms (PyMC's ``model.logp(..., sum=False)``; 0 for none)."""
+    if not factors:
+        return pt.constant(0.0)
+    return pt.add(*(pt.sum(f) for f in factors)) if len(factors) > 1 else pt.sum(factors[0])
 
 
 def _carries_solution(term) -> bool:

@@ -18,6 +18,7 @@ import pymc_odesens
 import pymc_odesens.inference.multistart as multistart
 from pymc_odesens import OdeSystem, ode_solution, steady_state_solution
 from pymc_odesens.inference import ModeSearchResult, find_modes
+from pymc_odesens.inference.mode_objective import ModeObjective
 from tests.inference import work_units
 from tests.ops.test_steady_state_solution import PATHWAY_NAMES, pathway_rhs
 
@@ -90,6 +91,30 @@ def test_both_methods_find_both_modes_of_a_symmetric_posterior(method):
     found = sorted(c.parameters["a"] for c in result.clusters)
     np.testing.assert_allclose(found, [-math.sqrt(2), math.sqrt(2)], atol=1e-6)
     assert sum(c.size for c in result.clusters) == 6
+
+
+def test_the_fisher_trust_region_compiles_one_function_that_gives_the_same_values():
+    # the Fisher information's function also gives the log-posterior, gradient and
+    # log-likelihood: the trust region's starts compile nothing else (about 2 s on Boehm)
+    result = find_modes(line_model(), 3, random_seed=4, n_workers=1, method="trust-region-fisher")
+    objective = result.objective
+    assert objective._function is None and objective._fisher_function is not None
+    x = result.best.x
+    from_fisher = objective.evaluate(x)
+    own = ModeObjective(objective.model)
+    assert own._function is None  # compiled on first use
+    from_own = own.evaluate(x)
+    assert own._fisher_function is None
+    assert from_fisher[0] == pytest.approx(from_own[0], rel=1e-13)
+    np.testing.assert_allclose(from_fisher[1], from_own[1], rtol=1e-12, atol=1e-12)
+    assert from_fisher[2] == pytest.approx(from_own[2], rel=1e-13)
+    a, b, s = (result.best.parameters[k] for k in ("a", "b", "s"))
+    # PyMC's own log-density without the transforms' Jacobians (its normal and uniform
+    # constants differ from scipy's by about 3e-8)
+    pymc_value = objective.model.compile_logp(jacobian=False)(objective.sampler_point(x, 0.0))
+    assert from_own[0] == pytest.approx(pymc_value, rel=1e-12)
+    assert from_own[0] == pytest.approx(_line_log_posterior([a, b, s]), rel=1e-7)
+    assert from_own[2] == pytest.approx(norm.logpdf(Y, a * T + b, s).sum(), rel=1e-12)
 
 
 def blow_up_model() -> pm.Model:
