@@ -26,6 +26,8 @@ time on one core over ours times ``--cores``.
 
 Run:  python benchmarks/bench_smc.py
       python benchmarks/bench_smc.py --draws 200 --runs 4 --pt-samples 20000 --pt-repeats 4
+      python benchmarks/bench_smc.py --problems Fujita_SciSignal2010 --sides ours \
+          --time-limit 3600 --checkpoint DIR   (again with the same options: continues)
       (writes results/bench_smc.json, or results/<name>.json with --output <name>)
 """
 
@@ -56,14 +58,20 @@ def ours(name: str, args) -> dict:
 
     started = time.perf_counter()
     problem = PetabProblem.from_yaml(petab_yaml(name))
-    idata = pymc_odesens.sample_smc(
-        problem,
-        draws=args.draws,
-        runs=args.runs,
-        cores=args.cores,
-        random_seed=args.seed,
-        adapt_n_leapfrog=args.adapt_n_leapfrog == "on",
-    )
+    checkpoint = None if args.checkpoint is None else args.checkpoint / name
+    try:
+        idata = pymc_odesens.sample_smc(
+            problem,
+            draws=args.draws,
+            runs=args.runs,
+            cores=args.cores,
+            random_seed=args.seed,
+            adapt_n_leapfrog=args.adapt_n_leapfrog == "on",
+            time_limit=args.time_limit,
+            checkpoint=checkpoint,
+        )
+    except pymc_odesens.SmcTimeLimitReached as stopped:
+        return stopped_runs(stopped, checkpoint, time.perf_counter() - started, args)
     seconds = time.perf_counter() - started
     if args.save_idata is not None:
         args.save_idata.mkdir(parents=True, exist_ok=True)
@@ -88,6 +96,42 @@ def ours(name: str, args) -> dict:
         "runs": args.runs,
         "cores": args.cores,
     }
+
+
+def stopped_runs(stopped, checkpoint, seconds: float, args) -> dict:
+    """What the runs stopped by the time limit reached, from their checkpoints."""
+    from pymc_odesens.inference.smc_checkpoint import SmcCheckpoint
+
+    record = {
+        "stopped_by_time_limit": True,
+        "beta": stopped.betas,
+        "stages": stopped.stages,
+        "seconds": seconds,
+        "draws": args.draws,
+        "runs": args.runs,
+        "cores": args.cores,
+        "checkpoint": None if checkpoint is None else str(checkpoint),
+    }
+    if checkpoint is None:
+        return record
+    states = [SmcCheckpoint(checkpoint).load(run) for run in range(args.runs)]
+    record.update(
+        {
+            "run_seconds": [s.seconds for s in states],
+            "prior_failures": [s.prior_failures for s in states],
+            "gradient_evaluations": [
+                sum(r.gradient_evaluations for r in s.records) for s in states
+            ],
+            "failed_evaluations": [sum(r.failed_evaluations for r in s.records) for s in states],
+            "beta_per_stage": [[r.beta for r in s.records] for s in states],
+            "moves_per_stage": [[r.moves for r in s.records] for s in states],
+            "acceptance_per_stage": [[r.acceptance_rate for r in s.records] for s in states],
+            "step_size_per_stage": [[r.step_size for r in s.records] for s in states],
+            "stage_seconds": [[r.seconds for r in s.records] for s in states],
+            "log_evidence_so_far": [s.log_evidence for s in states],
+        }
+    )
+    return record
 
 
 def pypesto_repeat(name: str, args, repeat: int) -> dict | None:
@@ -172,6 +216,16 @@ def main(argv=None) -> None:
         default="on",
         help="adapt the moves' trajectory length (sample_smc's adapt_n_leapfrog)",
     )
+    parser.add_argument(
+        "--time-limit", type=float, default=None, help="seconds for our sample_smc call"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="folder of our runs' checkpoints (one subfolder per problem): a later call with "
+        "the same options continues them",
+    )
     parser.add_argument("--pt-chains", type=int, default=20)
     parser.add_argument("--pt-samples", type=int, default=10_000, help="PT iterations")
     parser.add_argument("--pt-repeats", type=int, default=4, help="independent PT runs")
@@ -189,7 +243,11 @@ def main(argv=None) -> None:
         "--save-idata", type=Path, default=None, help="folder for our runs' InferenceData"
     )
     args = parser.parse_args(argv)
-    settings = {**vars(args), "save_idata": str(args.save_idata) if args.save_idata else None}
+    settings = {
+        **vars(args),
+        "save_idata": str(args.save_idata) if args.save_idata else None,
+        "checkpoint": str(args.checkpoint) if args.checkpoint else None,
+    }
     sides = [s for s in args.sides.split(",") if s]
     unknown = set(sides) - {"ours", "pypesto"}
     if unknown:
@@ -209,6 +267,19 @@ def main(argv=None) -> None:
         records.append(record)
         common.write_results(args.output, {"settings": settings, "problems": records})
         mine, theirs = record.get("ours"), record.get("pypesto")
+        if mine and mine.get("stopped_by_time_limit"):
+            rows.append(
+                [
+                    name,
+                    f"sample_smc, {args.runs} x {args.draws} particles: stopped by the time "
+                    f"limit at beta {', '.join(f'{b:.3g}' for b in mine['beta'])}",
+                    "-",
+                    "-",
+                    f"{mine['seconds']:.0f} on {args.cores or os.cpu_count()} cores",
+                    "",
+                ]
+            )
+            mine = None
         if mine:
             rows.append(
                 [

@@ -70,7 +70,7 @@ from pymc_odesens.inference.sampling import (
     sampling_compile_kwargs,
 )
 from pymc_odesens.inference.sampling_report import sampling_times, times_line
-from pymc_odesens.inference.smc import sample_smc
+from pymc_odesens.inference.smc import SmcTimeLimitReached, sample_smc
 from pymc_odesens.inference.smc_evidence import log_evidence
 from pymc_odesens.inference.smc_mode_sampling import ModeSamples, sample_smc_modes
 from pymc_odesens.inference.smc_modes import SmcMode, SmcModes, smc_modes
@@ -119,6 +119,7 @@ __all__ = [
     "LikelihoodSource",
     "ResidentLikelihood",
     "sample_smc",
+    "SmcTimeLimitReached",
     "compare_models",
     "log_evidence",
     "smc_modes",

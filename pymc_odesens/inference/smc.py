@@ -35,6 +35,12 @@ import pymc as pm
 from pymc_odesens.inference.executor_choice import check_executor, work_executor
 from pymc_odesens.inference.executors import WorkExecutor
 from pymc_odesens.inference.model_source import factory_key, model_source
+from pymc_odesens.inference.smc_checkpoint import (
+    CHECKED_PARTICLES,
+    SmcCheckpoint,
+    call_signature,
+    check_model,
+)
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
 from pymc_odesens.inference.smc_progress import StageProgress
@@ -44,7 +50,38 @@ from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws
 from pymc_odesens.inference.smc_tempering import CRITERIA
 from pymc_odesens.inference.smc_work import TargetHandle, tempered_target
 
-__all__ = ["sample_smc"]
+__all__ = ["SmcTimeLimitReached", "sample_smc"]
+
+
+class SmcTimeLimitReached(RuntimeError):
+    """``sample_smc``'s ``time_limit`` passed before every run reached ``beta = 1``.
+
+    Attributes
+    ----------
+    betas : list of float
+        Each run's inverse temperature where it stopped (1.0: finished).
+    stages : list of int
+        Each run's stages done.
+    checkpoint : str or None
+        The directory the same call continues from (None: the runs' progress is lost).
+    """
+
+    def __init__(self, results: list[RunResult], time_limit: float, checkpoint) -> None:
+        self.betas = [float(r.beta) for r in results]
+        self.stages = [len(r.stages) for r in results]
+        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        where = ", ".join(
+            f"run {r.run}: beta {r.beta:.4g} after {len(r.stages)} stages" for r in results
+        )
+        how = (
+            f"the same call continues them from {self.checkpoint}"
+            if checkpoint is not None
+            else "their progress is lost: pass checkpoint= to keep it"
+        )
+        super().__init__(
+            f"sample_smc: time_limit={time_limit:g} s passed before every run reached the "
+            f"posterior ({where}); {how}"
+        )
 
 
 def _check(condition: bool, name: str, expected: str, value) -> None:
@@ -172,6 +209,8 @@ def sample_smc(
     max_moves: int = 10,
     correlation_threshold: float = 0.1,
     max_stages: int = 500,
+    time_limit: float | None = None,
+    checkpoint: str | os.PathLike | None = None,
     cores: int | None = None,
     executor=None,
     progressbar: bool = True,
@@ -247,6 +286,18 @@ def sample_smc(
         (0.1)
     max_stages : int
         A run that has not reached ``beta = 1`` after this many stages raises (500).
+    time_limit : float, optional
+        Seconds from the call: a run that has not reached ``beta = 1`` when they have
+        passed stops after its current stage, and the call raises
+        :class:`SmcTimeLimitReached` (naming each run's ``beta``) once every run has ended
+        or stopped. With ``checkpoint`` the same call continues the runs where they stopped.
+    checkpoint : str or os.PathLike, optional
+        A directory for each run's state after every stage
+        (:mod:`~pymc_odesens.inference.smc_checkpoint`): a call with the same model and
+        options continues the runs where the directory's states end (finished runs are not
+        sampled again), with the same result, bit for bit, as a call that never stopped.
+        ``random_seed=None`` takes the stored seeds. A directory of another call, or a
+        damaged file in it, is a ValueError.
     cores : int, optional
         Worker processes when no ``executor`` is given (default: the cores available to
         this process; 1 runs everything here). Workers are started with ``spawn``: a
@@ -281,6 +332,8 @@ def sample_smc(
         ``-inf``.
     RuntimeError
         A run did not reach ``beta = 1`` within ``max_stages``.
+    SmcTimeLimitReached
+        ``time_limit`` passed before every run reached ``beta = 1``.
     """
     started = time.perf_counter()
     settings = _settings(
@@ -306,13 +359,29 @@ def sample_smc(
         "None or an integer >= 1",
         cores,
     )
+    _check(
+        time_limit is None
+        or (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool))
+        and time_limit > 0,
+        "time_limit",
+        "None or a positive number of seconds",
+        time_limit,
+    )
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     check_executor(executor)
     local_model, factory = _model_and_factory(model)
     compile_options = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
     handle = TargetHandle(factory, factory_key(factory), tuple(sorted(compile_options.items())))
     layout = ParticleLayout.of(local_model)
     prior = PriorDraws(local_model)
-    entropy = np.random.SeedSequence(random_seed).entropy
+    store = None if checkpoint is None else SmcCheckpoint(checkpoint)
+    stored_entropy = None if store is None else store.stored_entropy()
+    if random_seed is None and stored_entropy is not None:
+        entropy = stored_entropy
+    else:
+        entropy = np.random.SeedSequence(random_seed).entropy
+    if store is not None:
+        store.bind(call_signature(layout, handle.compile_kwargs, settings, runs, entropy))
     progress = StageProgress(runs, settings.draws, enabled=progressbar)
 
     workers = cores if cores is not None else _available_cores()
@@ -331,16 +400,31 @@ def sample_smc(
             slots = runner.n_workers
             batches = max(1, -(-2 * slots // runs))
 
+        saved = [None if store is None else store.load(run) for run in range(runs)]
         starts = [
-            prior.draw(settings.draws, np.random.SeedSequence(entropy, spawn_key=(run, 0)))
+            None
+            if saved[run] is not None
+            else prior.draw(settings.draws, np.random.SeedSequence(entropy, spawn_key=(run, 0)))
             for run in range(runs)
         ]
 
         def one_run(run: int) -> RunResult:
-            positions = starts[run]
             sampler = SmcRun(run, settings, handle, entropy, dispatch, batches, progress.stage)
-            result = sampler.sample(positions)
-            progress.finished(run, result.log_evidence, len(result.stages), result.seconds)
+            state = saved[run]
+            if state is None:
+                state = sampler.initial_state(starts[run])
+                if store is not None:
+                    store.save(run, state)
+            else:
+                stored = state.states.take(np.arange(min(CHECKED_PARTICLES, settings.draws)))
+                check_model(checkpoint, run, stored, sampler.evaluate(stored.positions))
+                progress.resumed(run, state.stage, state.beta, state.seconds)
+            on_state = None if store is None else functools.partial(store.save, run)
+            result = sampler.sample(state, deadline, on_state)
+            if result.finished:
+                progress.finished(run, result.log_evidence, len(result.stages), result.seconds)
+            else:
+                progress.stopped(run, result.beta, len(result.stages), result.seconds)
             return result
 
         if runner is None or runs == 1:
@@ -351,4 +435,7 @@ def sample_smc(
     finally:
         if runner is not None:
             runner.close()  # shuts down only what work_executor made
+    stopped = [r for r in results if not r.finished]
+    if stopped:
+        raise SmcTimeLimitReached(results, time_limit, checkpoint)
     return smc_inference_data(local_model, layout, results, settings, time.perf_counter() - started)

@@ -55,3 +55,17 @@ class StageProgress:
             f"SMC run {run + 1}/{self.runs} done: log evidence {log_evidence:.4f}, "
             f"{stages} stages, {seconds:.1f} s"
         )
+
+    def resumed(self, run: int, stage: int, beta: float, seconds: float) -> None:
+        """A run continued from its checkpoint."""
+        self._print(
+            f"SMC run {run + 1}/{self.runs} continues from its checkpoint: stage {stage}, "
+            f"beta {beta:.4g}, {seconds:.1f} s so far"
+        )
+
+    def stopped(self, run: int, beta: float, stages: int, seconds: float) -> None:
+        """A run stopped by the time limit."""
+        self._print(
+            f"SMC run {run + 1}/{self.runs} stopped by the time limit at beta {beta:.4g}, "
+            f"{stages} stages, {seconds:.1f} s"
+        )

@@ -52,7 +52,7 @@ from pymc_odesens.inference.smc_work import (
     run_move_batch,
 )
 
-__all__ = ["SmcSettings", "StageRecord", "RunResult", "SmcRun"]
+__all__ = ["SmcSettings", "StageRecord", "RunResult", "RunState", "SmcRun"]
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,8 @@ class StageRecord:
 
 @dataclass
 class RunResult:
-    """The final particles of a run, its log evidence and its stages."""
+    """The particles of a run where it ended, its log evidence and its stages (``beta``
+    below 1: stopped by the time limit)."""
 
     run: int
     states: ParticleStates
@@ -105,6 +106,45 @@ class RunResult:
     stages: list[StageRecord] = field(default_factory=list)
     prior_failures: int = 0
     seconds: float = 0.0
+    beta: float = 1.0
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached the posterior (``beta = 1``)."""
+        return self.beta >= 1.0
+
+
+@dataclass
+class RunState:
+    """A run between two stages: what the next stage starts from (and a checkpoint holds).
+
+    Attributes
+    ----------
+    stage : int
+        Stages done (0: the prior draws, evaluated).
+    beta, log_evidence : float
+    log_weights : numpy.ndarray
+        ``(N,)``, normalised.
+    states : ParticleStates
+    step_size : float
+    n_leapfrog : int
+        The mean number of leapfrog steps of the next move.
+    records : list of StageRecord
+    prior_failures : int
+    seconds : float
+        The run's wall time so far (over every call that advanced it).
+    """
+
+    stage: int
+    beta: float
+    log_evidence: float
+    log_weights: np.ndarray
+    states: ParticleStates
+    step_size: float
+    n_leapfrog: int
+    records: list[StageRecord]
+    prior_failures: int
+    seconds: float
 
 
 Dispatch = Callable[[Callable, list], list]
@@ -167,15 +207,15 @@ class SmcRun:
             states.put(p, result)
         return states
 
-    def sample(self, positions: np.ndarray) -> RunResult:
-        """Run from the prior draws ``positions`` ``(N, d)`` to ``beta = 1``.
+    def initial_state(self, positions: np.ndarray) -> RunState:
+        """The state before the first stage: the prior draws ``positions`` ``(N, d)``
+        evaluated, equally weighted, at ``beta = 0``.
 
         Raises
         ------
-        RuntimeError
-            ``beta`` has not reached 1 after ``max_stages`` stages.
+        ValueError
+            The prior's log-density is not finite at a draw.
         """
-        settings = self.settings
         started = time.perf_counter()
         states = self.evaluate(positions)
         bad_prior = ~np.isfinite(states.log_prior)
@@ -186,85 +226,141 @@ class SmcRun:
                 "where they draw"
             )
         n, d = positions.shape
-        log_weights = np.full(n, -np.log(n))
-        beta, log_evidence = 0.0, 0.0
-        step_size = float(d) ** -0.25
-        n_leapfrog = settings.n_leapfrog
-        result = RunResult(self.run, states, 0.0)
-        result.prior_failures = int(np.count_nonzero(~np.isfinite(states.log_likelihood)))
-        for stage in range(1, settings.max_stages + 1):
-            t0 = time.perf_counter()
-            new_beta = next_temperature(
-                beta, states.log_likelihood, log_weights, settings.target_ess, settings.criterion
-            )
-            log_weights, increment = reweight(log_weights, states.log_likelihood, new_beta - beta)
-            beta = new_beta
-            log_evidence += increment
-            ess = effective_sample_size(log_weights)
-            resampled = beta >= 1.0 or ess < settings.resample_threshold * n
-            if resampled:
-                rng = particle_rng(self.entropy, (self.run, stage, 0))
-                ancestors = resample(settings.resampling, np.exp(log_weights), rng)
-                states = states.take(ancestors)
-                log_weights = np.full(n, -np.log(n))
-            weights = np.exp(log_weights)
-            metric = population_metric(states.positions, weights, settings.mass_matrix)
-            start = states.positions.copy()
-            threshold = stopping_threshold(
-                settings.correlation_threshold, effective_sample_size(log_weights), d
-            )
-            totals = {"failed": 0, "divergent": 0, "gradients": 0}
-            acceptances, correlation, moves = [], 1.0, 0
-            limit = settings.moves if settings.moves is not None else settings.max_moves
-            for move in range(limit):
-                results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move)
-                acceptance = float(weights @ results.acceptance / weights.sum())
-                acceptances.append(acceptance)
-                totals["failed"] += int(results.failed.sum())
-                totals["divergent"] += int(results.divergent.sum())
-                totals["gradients"] += int(results.gradient_evaluations.sum())
-                states = results.states
-                step_size *= float(np.exp(acceptance - settings.target_acceptance))
-                if settings.adapt_n_leapfrog and acceptance >= 0.5 * settings.target_acceptance:
-                    n_leapfrog = next_leapfrog_mean(
-                        results.leapfrog_steps,
-                        results.squared_jumps,
-                        results.gradient_evaluations,
-                        n_leapfrog,
-                        settings.max_leapfrog,
-                    )
-                moves = move + 1
-                correlation = max_correlation(start, states.positions, weights)
-                if settings.moves is None and correlation < threshold:
-                    break
-            record = StageRecord(
-                beta=beta,
-                ess=ess,
-                resampled=bool(resampled),
-                log_evidence_increment=increment,
-                acceptance_rate=float(np.mean(acceptances)) if acceptances else float("nan"),
-                step_size=step_size,
-                n_leapfrog=n_leapfrog,
-                moves=moves,
-                correlation=correlation,
-                stopping_threshold=threshold,
-                failed_evaluations=totals["failed"],
-                divergences=totals["divergent"],
-                gradient_evaluations=totals["gradients"],
-                seconds=time.perf_counter() - t0,
-            )
-            result.stages.append(record)
+        return RunState(
+            stage=0,
+            beta=0.0,
+            log_evidence=0.0,
+            log_weights=np.full(n, -np.log(n)),
+            states=states,
+            step_size=float(d) ** -0.25,
+            n_leapfrog=self.settings.n_leapfrog,
+            records=[],
+            prior_failures=int(np.count_nonzero(~np.isfinite(states.log_likelihood))),
+            seconds=time.perf_counter() - started,
+        )
+
+    def sample(
+        self,
+        state: RunState,
+        deadline: float | None = None,
+        on_state: Callable[[RunState], None] | None = None,
+    ) -> RunResult:
+        """Carry ``state`` (:meth:`initial_state`, or a checkpoint's) stage by stage to
+        ``beta = 1``, or until ``deadline`` (``time.monotonic()``) passes between two stages.
+
+        ``on_state(state)`` after each stage (the checkpoint). The stages' random streams
+        depend on the stage's number only, so a run continued from a checkpoint's state ends
+        with the same particles and evidence, bit for bit, as one that never stopped.
+
+        Raises
+        ------
+        RuntimeError
+            ``beta`` has not reached 1 after ``max_stages`` stages.
+        """
+        began = time.perf_counter() - state.seconds
+        while state.beta < 1.0:
+            if state.stage >= self.settings.max_stages:
+                raise RuntimeError(
+                    f"sample_smc: run {self.run} reached max_stages={self.settings.max_stages} "
+                    f"at beta = {state.beta:.3g}; raise max_stages, or lower target_ess "
+                    "(fewer, longer temperature steps)"
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            state = self._stage(state)
+            state.seconds = time.perf_counter() - began
             if self.on_stage is not None:
-                self.on_stage(self.run, stage, record)
-            if beta >= 1.0:
-                result.states = states
-                result.log_evidence = log_evidence
-                result.seconds = time.perf_counter() - started
-                return result
-        raise RuntimeError(
-            f"sample_smc: run {self.run} reached max_stages={settings.max_stages} at beta = "
-            f"{beta:.3g}; raise max_stages, or lower target_ess (fewer, longer temperature "
-            "steps)"
+                self.on_stage(self.run, state.stage, state.records[-1])
+            if on_state is not None:
+                on_state(state)
+        return RunResult(
+            self.run,
+            state.states,
+            state.log_evidence,
+            list(state.records),
+            state.prior_failures,
+            state.seconds,
+            beta=state.beta,
+        )
+
+    def _stage(self, state: RunState) -> RunState:
+        """One stage (module docstring) from ``state``."""
+        settings = self.settings
+        t0 = time.perf_counter()
+        stage = state.stage + 1
+        states, beta, log_weights = state.states, state.beta, state.log_weights
+        step_size, n_leapfrog = state.step_size, state.n_leapfrog
+        n, d = states.positions.shape
+        new_beta = next_temperature(
+            beta, states.log_likelihood, log_weights, settings.target_ess, settings.criterion
+        )
+        log_weights, increment = reweight(log_weights, states.log_likelihood, new_beta - beta)
+        beta = new_beta
+        log_evidence = state.log_evidence + increment
+        ess = effective_sample_size(log_weights)
+        resampled = beta >= 1.0 or ess < settings.resample_threshold * n
+        if resampled:
+            rng = particle_rng(self.entropy, (self.run, stage, 0))
+            ancestors = resample(settings.resampling, np.exp(log_weights), rng)
+            states = states.take(ancestors)
+            log_weights = np.full(n, -np.log(n))
+        weights = np.exp(log_weights)
+        metric = population_metric(states.positions, weights, settings.mass_matrix)
+        start = states.positions.copy()
+        threshold = stopping_threshold(
+            settings.correlation_threshold, effective_sample_size(log_weights), d
+        )
+        totals = {"failed": 0, "divergent": 0, "gradients": 0}
+        acceptances, correlation, moves = [], 1.0, 0
+        limit = settings.moves if settings.moves is not None else settings.max_moves
+        for move in range(limit):
+            results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move)
+            acceptance = float(weights @ results.acceptance / weights.sum())
+            acceptances.append(acceptance)
+            totals["failed"] += int(results.failed.sum())
+            totals["divergent"] += int(results.divergent.sum())
+            totals["gradients"] += int(results.gradient_evaluations.sum())
+            states = results.states
+            step_size *= float(np.exp(acceptance - settings.target_acceptance))
+            if settings.adapt_n_leapfrog and acceptance >= 0.5 * settings.target_acceptance:
+                n_leapfrog = next_leapfrog_mean(
+                    results.leapfrog_steps,
+                    results.squared_jumps,
+                    results.gradient_evaluations,
+                    n_leapfrog,
+                    settings.max_leapfrog,
+                )
+            moves = move + 1
+            correlation = max_correlation(start, states.positions, weights)
+            if settings.moves is None and correlation < threshold:
+                break
+        record = StageRecord(
+            beta=beta,
+            ess=ess,
+            resampled=bool(resampled),
+            log_evidence_increment=increment,
+            acceptance_rate=float(np.mean(acceptances)) if acceptances else float("nan"),
+            step_size=step_size,
+            n_leapfrog=n_leapfrog,
+            moves=moves,
+            correlation=correlation,
+            stopping_threshold=threshold,
+            failed_evaluations=totals["failed"],
+            divergences=totals["divergent"],
+            gradient_evaluations=totals["gradients"],
+            seconds=time.perf_counter() - t0,
+        )
+        return RunState(
+            stage=stage,
+            beta=beta,
+            log_evidence=log_evidence,
+            log_weights=log_weights,
+            states=states,
+            step_size=step_size,
+            n_leapfrog=n_leapfrog,
+            records=[*state.records, record],
+            prior_failures=state.prior_failures,
+            seconds=state.seconds,
         )
 
     def _move(

@@ -42,3 +42,14 @@ def test_disabled_progress_prints_nothing():
     progress.stage(0, 1, RECORD)
     progress.finished(0, 0.0, 1, 1.0)
     assert stream.getvalue() == ""
+
+
+def test_continued_and_stopped_runs_say_where_they_are():
+    stream = io.StringIO()
+    progress = StageProgress(runs=4, draws=100, stream=stream)
+    progress.resumed(0, 12, 0.0345, 1800.0)
+    progress.stopped(3, 0.25, 20, 3600.4)
+    assert stream.getvalue().splitlines() == [
+        "SMC run 1/4 continues from its checkpoint: stage 12, beta 0.0345, 1800.0 s so far",
+        "SMC run 4/4 stopped by the time limit at beta 0.25, 20 stages, 3600.4 s",
+    ]

@@ -1,0 +1,104 @@
+"""sample_smc's checkpoints and time limit: a run continued from its checkpoint ends with the
+same particles and evidence, bit for bit, as one that never stopped; another call's or a
+damaged checkpoint is refused by name; the time limit stops the runs between stages."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_odesens.inference import SmcTimeLimitReached, sample_smc
+from pymc_odesens.inference.smc_checkpoint import SmcCheckpoint
+from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
+
+OPTIONS = {**SMC_OPTIONS, "runs": 2, "draws": 100}
+
+
+@pytest.fixture(scope="module")
+def straight():
+    """The reference: the same call without a checkpoint, never stopped."""
+    return sample_smc(linear_model(), random_seed=21, **OPTIONS)
+
+
+def _assert_same(one, other):
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, other.posterior[name].values)
+    np.testing.assert_array_equal(
+        one.sample_stats["log_marginal_likelihood"].values,
+        other.sample_stats["log_marginal_likelihood"].values,
+    )
+    for name in ("beta", "moves", "step_size", "gradient_evaluations"):
+        np.testing.assert_array_equal(
+            one.sample_stats[name].values, other.sample_stats[name].values
+        )
+
+
+def test_a_run_continued_from_its_checkpoint_ends_as_one_that_never_stopped(straight, tmp_path):
+    # stopped after two stages (max_stages, a limit, is not part of the call's signature)
+    with pytest.raises(RuntimeError, match="max_stages=2"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, max_stages=2, **OPTIONS)
+    stored = SmcCheckpoint(tmp_path).load(0)
+    assert stored.stage == 2 and 0.0 < stored.beta < 1.0
+    assert stored.beta == straight.sample_stats["beta"].values[0, 1]
+    # continued with the stored seeds (random_seed=None) to the posterior
+    continued = sample_smc(linear_model(), random_seed=None, checkpoint=tmp_path, **OPTIONS)
+    _assert_same(continued, straight)
+    # a finished checkpoint gives the result again without sampling
+    again = sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
+    _assert_same(again, straight)
+    assert SmcCheckpoint(tmp_path).load(1).beta == 1.0
+
+
+def test_the_time_limit_stops_between_stages_and_the_checkpoint_continues(straight, tmp_path):
+    with pytest.raises(SmcTimeLimitReached, match="continues them from") as stopped:
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, time_limit=1e-6, **OPTIONS)
+    # the limit had passed before the first stage: every run stopped at the prior
+    assert stopped.value.betas == [0.0, 0.0] and stopped.value.stages == [0, 0]
+    assert SmcCheckpoint(tmp_path).load(0).stage == 0
+    continued = sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
+    _assert_same(continued, straight)
+
+
+def test_without_a_checkpoint_the_time_limit_says_the_progress_is_lost():
+    with pytest.raises(SmcTimeLimitReached, match="progress is lost: pass checkpoint="):
+        sample_smc(linear_model(), random_seed=21, time_limit=1e-6, **OPTIONS)
+
+
+def test_another_calls_checkpoint_is_refused_by_what_differs(tmp_path):
+    with pytest.raises(RuntimeError, match="max_stages=1"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, max_stages=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"another call's runs \(entropy: stored '21'"):
+        sample_smc(linear_model(), random_seed=22, checkpoint=tmp_path, **OPTIONS)
+    with pytest.raises(ValueError, match=r"settings: stored .*'draws': 100"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, **{**OPTIONS, "draws": 50})
+    # a model with the same variables but another likelihood: its log-density at the stored
+    # particles differs
+    with pytest.raises(ValueError, match="another model's runs: run 0's stored particles"):
+        sample_smc(_other_likelihood(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
+
+
+def _other_likelihood():
+    with pm.Model() as model:
+        a = pm.Normal("a", 0.0, 1.0)
+        b = pm.Normal("b", 0.0, 2.0)
+        pm.Normal("y", a + b * X, 0.6, observed=Y)
+    return model
+
+
+def test_a_damaged_checkpoint_is_refused_by_name(tmp_path):
+    with pytest.raises(RuntimeError, match="max_stages=1"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, max_stages=1, **OPTIONS)
+    path = tmp_path / "run_0"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"run_0 is damaged \(the content's SHA-256 digest"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
+
+
+def test_invalid_time_limit_and_checkpoint_are_named(tmp_path):
+    with pytest.raises(ValueError, match="time_limit must be None or a positive number"):
+        sample_smc(linear_model(), time_limit=0, **OPTIONS)
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    with pytest.raises(ValueError, match="exists and is not a directory"):
+        sample_smc(linear_model(), checkpoint=not_a_directory, **OPTIONS)
