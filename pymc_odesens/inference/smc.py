@@ -409,7 +409,9 @@ def sample_smc(
         ]
 
         def one_run(run: int) -> RunResult:
-            sampler = SmcRun(run, settings, handle, entropy, dispatch, batches, progress.stage)
+            sampler = SmcRun(
+                run, settings, handle, entropy, dispatch, batches, progress.stage, progress.move
+            )
             state = saved[run]
             if state is None:
                 state = sampler.initial_state(starts[run])

@@ -8,7 +8,10 @@ from typing import TextIO
 
 from pymc_odesens.inference.smc_run import StageRecord
 
-__all__ = ["StageProgress"]
+__all__ = ["StageProgress", "SLOW_STAGE_SECONDS"]
+
+SLOW_STAGE_SECONDS = 30.0
+"""A stage that has taken this long shows a line after each of its moves."""
 
 
 class StageProgress:
@@ -47,6 +50,18 @@ class StageProgress:
             f"leapfrog {record.n_leapfrog}  moves {record.moves}  "
             f"failed {record.failed_evaluations}  "
             f"{record.seconds:.1f} s"
+        )
+
+    def move(
+        self, run: int, stage: int, moves: int, acceptance: float, failed: int, seconds: float
+    ) -> None:
+        """A line per move once the stage has taken :data:`SLOW_STAGE_SECONDS` (a stage of
+        a hard model can take many minutes)."""
+        if seconds < SLOW_STAGE_SECONDS:
+            return
+        self._print(
+            f"SMC run {run + 1}/{self.runs} stage {stage:3d}: move {moves}  acceptance "
+            f"{acceptance:.2f}  failed {failed}  {seconds:.1f} s"
         )
 
     def finished(self, run: int, log_evidence: float, stages: int, seconds: float) -> None:

@@ -168,6 +168,10 @@ class SmcRun:
         How many units a population is split into.
     on_stage : callable, optional
         ``on_stage(run, stage, record)`` after each stage (the progress display).
+    on_move : callable, optional
+        ``on_move(run, stage, moves, acceptance, failed, seconds)`` after each move: the
+        moves done in the stage, the last move's mean acceptance and failed evaluations,
+        the stage's time so far (the progress display of slow stages).
     """
 
     def __init__(
@@ -179,6 +183,7 @@ class SmcRun:
         dispatch: Dispatch,
         batches: int,
         on_stage: Callable | None = None,
+        on_move: Callable | None = None,
     ) -> None:
         self.run = run
         self.settings = settings
@@ -187,6 +192,7 @@ class SmcRun:
         self.dispatch = dispatch
         self.batches = max(1, min(int(batches), settings.draws))
         self.on_stage = on_stage
+        self.on_move = on_move
 
     def _split(self, n: int) -> list[np.ndarray]:
         return [b for b in np.array_split(np.arange(n), self.batches) if len(b)]
@@ -331,6 +337,15 @@ class SmcRun:
                     settings.max_leapfrog,
                 )
             moves = move + 1
+            if self.on_move is not None:
+                self.on_move(
+                    self.run,
+                    stage,
+                    moves,
+                    acceptance,
+                    int(results.failed.sum()),
+                    time.perf_counter() - t0,
+                )
             correlation = max_correlation(start, states.positions, weights)
             if settings.moves is None and correlation < threshold:
                 break

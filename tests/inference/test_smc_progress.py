@@ -2,7 +2,7 @@
 
 import io
 
-from pymc_odesens.inference.smc_progress import StageProgress
+from pymc_odesens.inference.smc_progress import SLOW_STAGE_SECONDS, StageProgress
 from pymc_odesens.inference.smc_run import StageRecord
 
 RECORD = StageRecord(
@@ -52,4 +52,15 @@ def test_continued_and_stopped_runs_say_where_they_are():
     assert stream.getvalue().splitlines() == [
         "SMC run 1/4 continues from its checkpoint: stage 12, beta 0.0345, 1800.0 s so far",
         "SMC run 4/4 stopped by the time limit at beta 0.25, 20 stages, 3600.4 s",
+    ]
+
+
+def test_moves_of_a_slow_stage_have_a_line_each_and_quick_ones_none():
+    stream = io.StringIO()
+    progress = StageProgress(runs=4, draws=100, stream=stream)
+    progress.move(0, 3, 1, 0.61, 0, SLOW_STAGE_SECONDS - 0.1)
+    progress.move(0, 3, 2, 0.47, 18, SLOW_STAGE_SECONDS + 409.3)
+    assert stream.getvalue().splitlines() == [
+        f"SMC run 1/4 stage   3: move 2  acceptance 0.47  failed 18  "
+        f"{SLOW_STAGE_SECONDS + 409.3:.1f} s"
     ]
