@@ -50,7 +50,10 @@ from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws
 from pymc_odesens.inference.smc_tempering import CRITERIA
 from pymc_odesens.inference.smc_work import TargetHandle, tempered_target
 
-__all__ = ["SmcTimeLimitReached", "sample_smc"]
+__all__ = ["KERNELS", "SmcTimeLimitReached", "sample_smc"]
+
+KERNELS = ("auto", "hmc")
+"""The mutation kernels of :func:`sample_smc` (its ``kernel``)."""
 
 
 class SmcTimeLimitReached(RuntimeError):
@@ -104,6 +107,8 @@ def _settings(
     max_moves,
     correlation_threshold,
     max_stages,
+    kernel="auto",
+    independent_acceptance=0.3,
 ) -> SmcSettings:
     def integer(v):
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
@@ -149,6 +154,15 @@ def _settings(
         correlation_threshold,
     )
     _check(integer(max_stages) and max_stages >= 1, "max_stages", "an integer >= 1", max_stages)
+    _check(kernel in KERNELS, "kernel", f"one of {KERNELS}", kernel)
+    _check(
+        isinstance(independent_acceptance, (int, float))
+        and not isinstance(independent_acceptance, bool)
+        and 0.0 < independent_acceptance < 1.0,
+        "independent_acceptance",
+        "in (0, 1)",
+        independent_acceptance,
+    )
     return SmcSettings(
         draws=int(draws),
         n_leapfrog=int(n_leapfrog),
@@ -164,6 +178,8 @@ def _settings(
         max_moves=int(max_moves),
         correlation_threshold=float(correlation_threshold),
         max_stages=int(max_stages),
+        kernel=kernel,
+        independent_acceptance=float(independent_acceptance),
     )
 
 
@@ -205,6 +221,8 @@ def sample_smc(
     max_leapfrog: int = 100,
     mass_matrix: str = "diag",
     target_acceptance: float = 0.65,
+    kernel: str = "auto",
+    independent_acceptance: float = 0.3,
     moves: int | None = None,
     max_moves: int = 10,
     correlation_threshold: float = 0.1,
@@ -274,6 +292,15 @@ def sample_smc(
         The population's variances or its whole covariance.
     target_acceptance : float
         The mean acceptance rate the step size is adapted to (0.65).
+    kernel : {"auto", "hmc"}
+        ``"auto"`` (default): independent Metropolis-Hastings moves from a Gaussian fitted to
+        the particles (one evaluation per move and particle,
+        :mod:`~pymc_odesens.inference.smc_independent`) from the first stage on, as long as
+        the previous stage accepted them at ``independent_acceptance`` or more, then HMC
+        moves; ``"hmc"``: HMC moves at every stage.
+    independent_acceptance : float
+        The mean acceptance below which ``kernel="auto"`` takes HMC moves from the next
+        stage on (0.3).
     moves : int, optional
         HMC moves per stage; default: until the largest correlation between the particles'
         coordinates at the start of the stage and now is below ``correlation_threshold``
@@ -351,6 +378,8 @@ def sample_smc(
         max_moves,
         correlation_threshold,
         max_stages,
+        kernel,
+        independent_acceptance,
     )
     _check(isinstance(runs, (int, np.integer)) and runs >= 1, "runs", "an integer >= 1", runs)
     _check(

@@ -47,7 +47,8 @@ class StageProgress:
             f"SMC run {run + 1}/{self.runs} stage {stage:3d}: beta {record.beta:.4g}  "
             f"ESS {record.ess:.0f}/{self.draws}{' (resampled)' if record.resampled else ''}  "
             f"acceptance {record.acceptance_rate:.2f}  step {record.step_size:.3g}  "
-            f"leapfrog {record.n_leapfrog}  moves {record.moves}  "
+            f"leapfrog {record.n_leapfrog}  moves {record.moves}"
+            f"{' (independent)' if record.independent else ''}  "
             f"failed {record.failed_evaluations}  "
             f"{record.seconds:.1f} s"
         )

@@ -9,9 +9,14 @@ Each stage (:meth:`SmcRun.stage`):
    size fell below ``resample_threshold * N``, and always at ``beta' = 1`` (the final
    particles are equally weighted);
 3. the mass matrix from the population (:mod:`~pymc_odesens.inference.smc_mass_matrix`);
-4. HMC moves of every particle (:mod:`~pymc_odesens.inference.smc_hmc`), in batches sent to
-   the workers; after each move the step size follows the population's mean acceptance
-   rate, ``step *= exp(mean acceptance - target_acceptance)``, and with
+4. moves of every particle, in batches sent to the workers: with ``kernel="auto"``
+   independent Metropolis-Hastings moves from a Gaussian fitted to the particles
+   (:mod:`~pymc_odesens.inference.smc_independent`, one evaluation each) from the first
+   stage on, as long as the previous stage accepted them at ``independent_acceptance`` or
+   more, then (and with ``kernel="hmc"`` from the start) HMC moves
+   (:mod:`~pymc_odesens.inference.smc_hmc`); after each HMC move the step size follows
+   the population's mean acceptance rate,
+   ``step *= exp(mean acceptance - target_acceptance)``, and with
    ``adapt_n_leapfrog`` the mean number of leapfrog steps follows the particles' jumps
    (:mod:`~pymc_odesens.inference.smc_trajectory`); with ``moves=None`` the moves
    go on until the largest correlation over the coordinates between the particles at the
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pymc_odesens.inference.smc_independent import PopulationGaussian
 from pymc_odesens.inference.smc_mass_matrix import population_metric
 from pymc_odesens.inference.smc_move_stopping import max_correlation, stopping_threshold
 from pymc_odesens.inference.smc_resampling import resample
@@ -73,6 +79,8 @@ class SmcSettings:
     max_moves: int
     correlation_threshold: float
     max_stages: int
+    kernel: str = "auto"
+    independent_acceptance: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class StageRecord:
     divergences: int
     gradient_evaluations: int
     seconds: float
+    independent: bool = False
+    """The stage's moves were independent Metropolis-Hastings moves (else HMC)."""
 
 
 @dataclass
@@ -312,6 +322,11 @@ class SmcRun:
             log_weights = np.full(n, -np.log(n))
         weights = np.exp(log_weights)
         metric = population_metric(states.positions, weights, settings.mass_matrix)
+        proposal = (
+            PopulationGaussian.of(states.positions, weights)
+            if self._independent_stage(state.records)
+            else None
+        )
         start = states.positions.copy()
         threshold = stopping_threshold(
             settings.correlation_threshold, effective_sample_size(log_weights), d
@@ -320,15 +335,20 @@ class SmcRun:
         acceptances, correlation, moves = [], 1.0, 0
         limit = settings.moves if settings.moves is not None else settings.max_moves
         for move in range(limit):
-            results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move)
+            results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move, proposal)
             acceptance = float(weights @ results.acceptance / weights.sum())
             acceptances.append(acceptance)
             totals["failed"] += int(results.failed.sum())
             totals["divergent"] += int(results.divergent.sum())
             totals["gradients"] += int(results.gradient_evaluations.sum())
             states = results.states
-            step_size *= float(np.exp(acceptance - settings.target_acceptance))
-            if settings.adapt_n_leapfrog and acceptance >= 0.5 * settings.target_acceptance:
+            if proposal is None:
+                step_size *= float(np.exp(acceptance - settings.target_acceptance))
+            if (
+                proposal is None
+                and settings.adapt_n_leapfrog
+                and acceptance >= 0.5 * settings.target_acceptance
+            ):
                 n_leapfrog = next_leapfrog_mean(
                     results.leapfrog_steps,
                     results.squared_jumps,
@@ -364,6 +384,7 @@ class SmcRun:
             divergences=totals["divergent"],
             gradient_evaluations=totals["gradients"],
             seconds=time.perf_counter() - t0,
+            independent=proposal is not None,
         )
         return RunState(
             stage=stage,
@@ -378,8 +399,27 @@ class SmcRun:
             seconds=state.seconds,
         )
 
+    def _independent_stage(self, records: list[StageRecord]) -> bool:
+        """Whether the next stage moves by independent Metropolis-Hastings: with
+        ``kernel="auto"``, from the first stage on as long as the previous stage's
+        independent moves were accepted at ``independent_acceptance`` or more."""
+        if self.settings.kernel != "auto":
+            return False
+        if not records:
+            return True
+        last = records[-1]
+        return last.independent and last.acceptance_rate >= self.settings.independent_acceptance
+
     def _move(
-        self, states: ParticleStates, beta, metric, step_size, n_leapfrog, stage, move
+        self,
+        states: ParticleStates,
+        beta,
+        metric,
+        step_size,
+        n_leapfrog,
+        stage,
+        move,
+        proposal: PopulationGaussian | None = None,
     ) -> MoveResults:
         parts = self._split(len(states))
         units = [
@@ -394,6 +434,7 @@ class SmcRun:
                 self.entropy,
                 (self.run, stage, 1 + move),
                 self.settings.adapt_n_leapfrog,
+                proposal,
             )
             for p in parts
         ]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_odesens.inference.smc_hmc import hmc_move
+from pymc_odesens.inference.smc_independent import PopulationGaussian, independent_move
 from pymc_odesens.inference.smc_mass_matrix import PopulationMetric
 from pymc_odesens.inference.smc_target import Evaluation, TemperedTarget
 from pymc_odesens.inference.smc_trajectory import draw_leapfrog_steps
@@ -160,6 +161,9 @@ class MoveBatch:
     random_steps: bool = False
     """Each particle's number of steps drawn with mean ``n_leapfrog``
     (:mod:`~pymc_odesens.inference.smc_trajectory`), else ``n_leapfrog`` for all."""
+    proposal: PopulationGaussian | None = None
+    """Given: an independent Metropolis-Hastings move with this proposal
+    (:mod:`~pymc_odesens.inference.smc_independent`) instead of an HMC move."""
 
 
 @dataclass
@@ -204,20 +208,32 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
             evaluations.append(states.evaluation(row))
             continue
         rng = particle_rng(batch.entropy, (*batch.spawn_prefix, int(batch.indices[row])))
-        n_leapfrog = (
-            draw_leapfrog_steps(batch.n_leapfrog, rng) if batch.random_steps else batch.n_leapfrog
-        )
-        outcome = hmc_move(
-            target.evaluate,
-            states.positions[row],
-            states.evaluation(row),
-            batch.beta,
-            batch.metric,
-            batch.step_size,
-            n_leapfrog,
-            rng,
-        )
-        steps[row] = n_leapfrog
+        if batch.proposal is not None:
+            outcome = independent_move(
+                target.evaluate,
+                states.positions[row],
+                states.evaluation(row),
+                batch.beta,
+                batch.proposal,
+                rng,
+            )
+        else:
+            n_leapfrog = (
+                draw_leapfrog_steps(batch.n_leapfrog, rng)
+                if batch.random_steps
+                else batch.n_leapfrog
+            )
+            outcome = hmc_move(
+                target.evaluate,
+                states.positions[row],
+                states.evaluation(row),
+                batch.beta,
+                batch.metric,
+                batch.step_size,
+                n_leapfrog,
+                rng,
+            )
+            steps[row] = n_leapfrog
         if outcome.accepted:
             jumps[row] = batch.metric.squared_distance(outcome.position - states.positions[row])
         positions.append(outcome.position)
