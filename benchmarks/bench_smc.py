@@ -67,6 +67,7 @@ def ours(name: str, args) -> dict:
             cores=args.cores,
             random_seed=args.seed,
             adapt_n_leapfrog=args.adapt_n_leapfrog == "on",
+            kernel=args.kernel,
             time_limit=args.time_limit,
             checkpoint=checkpoint,
         )
@@ -85,6 +86,9 @@ def ours(name: str, args) -> dict:
         "per_run": [float(v) for v in stats["log_marginal_likelihood"].values],
         "stages": [int(v) for v in stages],
         "gradient_evaluations": [int(v) for v in stats["gradient_evaluations"].sum("stage").values],
+        "independent_per_stage": stats["independent"].values.tolist(),
+        "acceptance_per_stage": stats["acceptance_rate"].values.tolist(),
+        "beta_per_stage": stats["beta"].values.tolist(),
         "failed_evaluations": [int(v) for v in stats["failed_evaluations"].sum("stage").values],
         "moves_per_stage": stats["moves"].values.tolist(),
         "correlation_per_stage": stats["correlation"].values.tolist(),
@@ -215,6 +219,9 @@ def main(argv=None) -> None:
         choices=("on", "off"),
         default="on",
         help="adapt the moves' trajectory length (sample_smc's adapt_n_leapfrog)",
+    )
+    parser.add_argument(
+        "--kernel", choices=("auto", "hmc"), default="auto", help="sample_smc's kernel"
     )
     parser.add_argument(
         "--time-limit", type=float, default=None, help="seconds for our sample_smc call"
