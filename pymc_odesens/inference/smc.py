@@ -315,7 +315,8 @@ def sample_smc(
         A run that has not reached ``beta = 1`` after this many stages raises (500).
     time_limit : float, optional
         Seconds from the call: a run that has not reached ``beta = 1`` when they have
-        passed stops after its current stage, and the call raises
+        passed stops after its current stage (so the call may end up to one stage
+        later), and the call raises
         :class:`SmcTimeLimitReached` (naming each run's ``beta``) once every run has ended
         or stopped. With ``checkpoint`` the same call continues the runs where they stopped.
     checkpoint : str or os.PathLike, optional

@@ -12,7 +12,8 @@
     ``ess``, ``resampled``, ``log_evidence_increment``, ``acceptance_rate``, ``step_size``,
     ``n_leapfrog`` (the mean number of leapfrog steps after the stage), ``moves``,
     ``correlation``, ``stopping_threshold``, ``failed_evaluations``, ``divergences``,
-    ``gradient_evaluations``, ``stage_seconds``;
+    ``gradient_evaluations``, ``stage_seconds``, ``independent`` (1: the stage's moves
+    were independent Metropolis-Hastings moves, 0: HMC);
   - per particle ``(chain, draw)``: ``particle_log_prior`` (on the unconstrained scale, with
     the transforms' log-Jacobians) and ``particle_log_likelihood`` (observed variables and
     potentials);
