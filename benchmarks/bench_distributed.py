@@ -111,7 +111,7 @@ def child_smc(n_workers: int, problem: str, draws: int, seed: int) -> dict:
     from pymc_odesens.inference import sample_smc
     from pymc_odesens.petab import PetabProblem
 
-    options = {"n_leapfrog": 5, "moves": 2, "progressbar": False}
+    options = {"n_leapfrog": 5, "moves": 2, "kernel": "hmc", "progressbar": False}
     began = time.perf_counter()
     cluster, client = _cluster(n_workers)
     out = {"workers": n_workers, "cluster_s": time.perf_counter() - began, **options}
