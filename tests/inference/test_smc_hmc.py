@@ -49,14 +49,21 @@ def test_moves_keep_the_tempered_target_invariant():
     assert np.mean(np.all(moved != x, axis=1)) > 0.3
 
 
-def test_a_failed_evaluation_is_a_rejection_with_finite_values():
-    # the likelihood is -inf (a failed solve: zero gradient) beyond x0 > 0.5
+def failing_beyond(edge: float):
+    """``gaussian`` whose likelihood is -inf (a failed solve: zero gradient) where
+    ``x[0] > edge``."""
+
     def failing(x):
         e = gaussian(x)
-        if x[0] > 0.5:
+        if x[0] > edge:
             return Evaluation(e.log_prior, -np.inf, e.grad_log_prior, np.zeros(2))
         return e
 
+    return failing
+
+
+def test_a_failed_evaluation_is_a_rejection_with_finite_values():
+    failing = failing_beyond(0.5)
     metric = PopulationMetric("diag", variances=np.ones(2))
     rng = np.random.default_rng(1)
     start = np.array([0.45, 0.0])

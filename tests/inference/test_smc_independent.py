@@ -7,9 +7,8 @@ import pytest
 
 from pymc_odesens.inference import sample_smc
 from pymc_odesens.inference.smc_independent import PopulationGaussian, independent_move
-from pymc_odesens.inference.smc_target import Evaluation
 from tests.inference.smc_models import SMC_OPTIONS, exact_log_evidence, linear_model
-from tests.inference.test_smc_hmc import CENTRE, LIK_VAR, PRIOR_VAR, gaussian
+from tests.inference.test_smc_hmc import CENTRE, LIK_VAR, PRIOR_VAR, failing_beyond, gaussian
 
 
 def test_moves_keep_the_tempered_target_invariant_with_another_gaussian_proposal():
@@ -51,12 +50,7 @@ def test_the_proposal_is_the_particles_weighted_mean_and_covariance():
 
 
 def test_a_failed_proposal_is_a_rejection_with_finite_values():
-    def failing(x):
-        e = gaussian(x)
-        if x[0] > 0.0:
-            return Evaluation(e.log_prior, -np.inf, e.grad_log_prior, np.zeros(2))
-        return e
-
+    failing = failing_beyond(0.0)
     proposal = PopulationGaussian(np.zeros(2), np.eye(2))
     rng = np.random.default_rng(1)
     start = np.array([-0.5, 0.0])
