@@ -110,6 +110,7 @@ def stopped_runs(stopped, checkpoint, seconds: float, args) -> dict:
         "stopped_by_time_limit": True,
         "beta": stopped.betas,
         "stages": stopped.stages,
+        "moves_in_stage": stopped.moves_in_stage,
         "seconds": seconds,
         "draws": args.draws,
         "runs": args.runs,
@@ -124,7 +125,9 @@ def stopped_runs(stopped, checkpoint, seconds: float, args) -> dict:
             "run_seconds": [s.seconds for s in states],
             "prior_failures": [s.prior_failures for s in states],
             "gradient_evaluations": [
-                sum(r.gradient_evaluations for r in s.records) for s in states
+                sum(r.gradient_evaluations for r in s.records)
+                + (0 if s.partial is None else s.partial.gradients)
+                for s in states
             ],
             "failed_evaluations": [sum(r.failed_evaluations for r in s.records) for s in states],
             "beta_per_stage": [[r.beta for r in s.records] for s in states],

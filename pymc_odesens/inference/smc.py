@@ -65,6 +65,8 @@ class SmcTimeLimitReached(RuntimeError):
         Each run's inverse temperature where it stopped (1.0: finished).
     stages : list of int
         Each run's stages done.
+    moves_in_stage : list of int
+        Each run's moves done in the stage it stopped in (0: it stopped between stages).
     checkpoint : str or None
         The directory the same call continues from (None: the runs' progress is lost).
     """
@@ -72,9 +74,12 @@ class SmcTimeLimitReached(RuntimeError):
     def __init__(self, results: list[RunResult], time_limit: float, checkpoint) -> None:
         self.betas = [float(r.beta) for r in results]
         self.stages = [len(r.stages) for r in results]
+        self.moves_in_stage = [int(r.partial_moves) for r in results]
         self.checkpoint = None if checkpoint is None else str(checkpoint)
         where = ", ".join(
-            f"run {r.run}: beta {r.beta:.4g} after {len(r.stages)} stages" for r in results
+            f"run {r.run}: beta {r.beta:.4g} after {len(r.stages)} stages"
+            + (f" and {r.partial_moves} moves of the next" if r.partial_moves else "")
+            for r in results
         )
         how = (
             f"the same call continues them from {self.checkpoint}"
@@ -315,8 +320,8 @@ def sample_smc(
         A run that has not reached ``beta = 1`` after this many stages raises (500).
     time_limit : float, optional
         Seconds from the call: a run that has not reached ``beta = 1`` when they have
-        passed stops after its current stage (so the call may end up to one stage
-        later), and the call raises
+        passed stops after its current move (so the call may end up to one move later; a
+        move of every particle of a run), and the call raises
         :class:`SmcTimeLimitReached` (naming each run's ``beta``) once every run has ended
         or stopped. With ``checkpoint`` the same call continues the runs where they stopped.
     checkpoint : str or os.PathLike, optional
@@ -450,13 +455,16 @@ def sample_smc(
             else:
                 stored = state.states.take(np.arange(min(CHECKED_PARTICLES, settings.draws)))
                 check_model(checkpoint, run, stored, sampler.evaluate(stored.positions))
-                progress.resumed(run, state.stage, state.beta, state.seconds)
+                moves = 0 if state.partial is None else state.partial.moves
+                progress.resumed(run, state.stage, state.beta, state.seconds, moves)
             on_state = None if store is None else functools.partial(store.save, run)
             result = sampler.sample(state, deadline, on_state)
             if result.finished:
                 progress.finished(run, result.log_evidence, len(result.stages), result.seconds)
             else:
-                progress.stopped(run, result.beta, len(result.stages), result.seconds)
+                progress.stopped(
+                    run, result.beta, len(result.stages), result.seconds, result.partial_moves
+                )
             return result
 
         if runner is None or runs == 1:

@@ -11,7 +11,9 @@ With ``sample_smc(..., checkpoint=directory)``:
 - ``run_<r>`` holds run ``r``'s :class:`~pymc_odesens.inference.smc_run.RunState` after its
   last stage (stage 0: the prior draws, evaluated): particles with their log-densities and
   gradients, weights, ``beta``, log evidence, step size, leapfrog mean, the stages'
-  records, the run's wall time so far.
+  records, the run's wall time so far; and when the time limit stopped the run between two
+  moves of a stage, that stage's progress (:class:`~pymc_odesens.inference.smc_run.
+  StagePartial`: the moved particles, the moves done, the step size and statistics so far).
 
 Each file is written beside its name and renamed when whole, so a process stopped while
 writing leaves the previous state; each carries the SHA-256 digest of its content and its
@@ -35,7 +37,7 @@ import numpy as np
 
 from pymc_odesens.caching.disk_cache import write_atomically
 from pymc_odesens.caching.verified_file import frame, unframe
-from pymc_odesens.inference.smc_run import RunState, SmcSettings, StageRecord
+from pymc_odesens.inference.smc_run import RunState, SmcSettings, StagePartial, StageRecord
 from pymc_odesens.inference.smc_target import ParticleLayout
 from pymc_odesens.inference.smc_work import ParticleStates
 
@@ -52,6 +54,18 @@ _STATE_ARRAYS = (
     "grad_log_likelihood",
 )
 _RECORD_FIELDS = [f.name for f in dataclasses.fields(StageRecord)]
+_PARTIAL_SCALARS = (
+    "moves",
+    "step_size",
+    "n_leapfrog",
+    "acceptances",
+    "failed",
+    "divergent",
+    "gradients",
+    "correlation",
+    "seconds",
+)
+_PARTIAL_PREFIX = "partial_"
 
 
 def call_signature(
@@ -190,6 +204,14 @@ class SmcCheckpoint:
             ]
             states = ParticleStates(*(np.array(data[name]) for name in _STATE_ARRAYS))
             log_weights = np.array(data["log_weights"])
+            partial = None
+            if scalars.get("partial") is not None:
+                partial = StagePartial(
+                    states=ParticleStates(
+                        *(np.array(data[_PARTIAL_PREFIX + name]) for name in _STATE_ARRAYS)
+                    ),
+                    **scalars["partial"],
+                )
         return RunState(
             stage=int(scalars["stage"]),
             beta=float(scalars["beta"]),
@@ -201,6 +223,7 @@ class SmcCheckpoint:
             records=records,
             prior_failures=int(scalars["prior_failures"]),
             seconds=float(scalars["seconds"]),
+            partial=partial,
         )
 
     def save(self, run: int, state: RunState) -> None:
@@ -213,7 +236,15 @@ class SmcCheckpoint:
             "n_leapfrog": state.n_leapfrog,
             "prior_failures": state.prior_failures,
             "seconds": state.seconds,
+            "partial": None,
         }
+        arrays = {name: getattr(state.states, name) for name in _STATE_ARRAYS}
+        if state.partial is not None:
+            scalars["partial"] = {
+                name: _plain_any(getattr(state.partial, name)) for name in _PARTIAL_SCALARS
+            }
+            for name in _STATE_ARRAYS:
+                arrays[_PARTIAL_PREFIX + name] = getattr(state.partial.states, name)
         records = [[_plain(getattr(r, f)) for f in _RECORD_FIELDS] for r in state.records]
         buffer = io.BytesIO()
         np.savez(
@@ -221,9 +252,16 @@ class SmcCheckpoint:
             scalars=np.array(json.dumps(scalars)),
             records=np.array(json.dumps(records)),
             log_weights=state.log_weights,
-            **{name: getattr(state.states, name) for name in _STATE_ARRAYS},
+            **arrays,
         )
         _write(self._run_path(run), buffer.getvalue())
+
+
+def _plain_any(value):
+    """A partial stage's scalar or list of floats, as JSON keeps it exactly."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return _plain(value)
 
 
 def _plain(value):

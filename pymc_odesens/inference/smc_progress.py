@@ -72,16 +72,18 @@ class StageProgress:
             f"{stages} stages, {seconds:.1f} s"
         )
 
-    def resumed(self, run: int, stage: int, beta: float, seconds: float) -> None:
-        """A run continued from its checkpoint."""
+    def resumed(self, run: int, stage: int, beta: float, seconds: float, moves: int = 0) -> None:
+        """A run continued from its checkpoint (``moves``: of the stage after ``stage``)."""
+        within = f", {moves} moves of stage {stage + 1} done" if moves else ""
         self._print(
             f"SMC run {run + 1}/{self.runs} continues from its checkpoint: stage {stage}, "
-            f"beta {beta:.4g}, {seconds:.1f} s so far"
+            f"beta {beta:.4g}{within}, {seconds:.1f} s so far"
         )
 
-    def stopped(self, run: int, beta: float, stages: int, seconds: float) -> None:
-        """A run stopped by the time limit."""
+    def stopped(self, run: int, beta: float, stages: int, seconds: float, moves: int = 0) -> None:
+        """A run stopped by the time limit (``moves``: of the stage after ``stages``)."""
+        within = f" and {moves} moves of stage {stages + 1}" if moves else ""
         self._print(
             f"SMC run {run + 1}/{self.runs} stopped by the time limit at beta {beta:.4g}, "
-            f"{stages} stages, {seconds:.1f} s"
+            f"{stages} stages{within}, {seconds:.1f} s"
         )

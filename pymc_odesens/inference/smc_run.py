@@ -24,6 +24,13 @@ Each stage (:meth:`SmcRun.stage`):
    correlation reaches from noise alone with the particles at hand when that is higher
    (:mod:`~pymc_odesens.inference.smc_move_stopping`), at most ``max_moves``.
 
+A deadline (``sample_smc``'s ``time_limit``) is looked at before each stage and after each
+move: a stage stopped between two moves leaves a :class:`StagePartial` in the run's state
+(the moves done, the particles where they are, the step size and the statistics so far).
+Steps 1-3 depend only on the state before the stage and the stage's number, so a run
+continued from that state redoes them, gets the same ``beta``, resampling and mass matrix,
+and goes on with the next move.
+
 The run's random numbers come from ``SeedSequence(entropy, spawn_key=(run, ...))``: the
 prior draws ``(run, 0)``, the resampling of stage ``t`` ``(run, t, 0)``, the moves
 (:mod:`~pymc_odesens.inference.smc_work`) ``(run, t, 1 + m, particle)``.
@@ -31,6 +38,7 @@ prior draws ``(run, 0)``, the resampling of stage ``t`` ``(run, t, 0)``, the mov
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,7 +66,12 @@ from pymc_odesens.inference.smc_work import (
     run_move_batch,
 )
 
-__all__ = ["SmcSettings", "StageRecord", "RunResult", "RunState", "SmcRun"]
+__all__ = ["SmcSettings", "StageRecord", "StagePartial", "RunResult", "RunState", "SmcRun"]
+
+
+def _now() -> float:
+    """The clock the deadline is read from (``time.monotonic``)."""
+    return time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -106,9 +119,44 @@ class StageRecord:
 
 
 @dataclass
+class StagePartial:
+    """A stage stopped between two moves by the deadline: where its moves are.
+
+    Attributes
+    ----------
+    moves : int
+        Moves done (at least 1).
+    states : ParticleStates
+        The particles after them.
+    step_size : float
+    n_leapfrog : int
+        The step size and mean number of leapfrog steps of the next move.
+    acceptances : list of float
+        Each move's mean acceptance.
+    failed, divergent, gradients : int
+        The stage's failed evaluations, divergences and gradient evaluations so far.
+    correlation : float
+        The largest correlation after the last move.
+    seconds : float
+        The stage's wall time so far.
+    """
+
+    moves: int
+    states: ParticleStates
+    step_size: float
+    n_leapfrog: int
+    acceptances: list[float]
+    failed: int
+    divergent: int
+    gradients: int
+    correlation: float
+    seconds: float
+
+
+@dataclass
 class RunResult:
     """The particles of a run where it ended, its log evidence and its stages (``beta``
-    below 1: stopped by the time limit)."""
+    below 1: stopped by the time limit; ``partial_moves`` moves of the next stage done)."""
 
     run: int
     states: ParticleStates
@@ -117,6 +165,7 @@ class RunResult:
     prior_failures: int = 0
     seconds: float = 0.0
     beta: float = 1.0
+    partial_moves: int = 0
 
     @property
     def finished(self) -> bool:
@@ -143,6 +192,9 @@ class RunState:
     prior_failures : int
     seconds : float
         The run's wall time so far (over every call that advanced it).
+    partial : StagePartial or None
+        Stage ``stage + 1``, stopped between two moves (None: the state is between stages;
+        ``beta``, ``log_evidence``, ``log_weights`` and ``states`` are those before it).
     """
 
     stage: int
@@ -155,6 +207,7 @@ class RunState:
     records: list[StageRecord]
     prior_failures: int
     seconds: float
+    partial: StagePartial | None = None
 
 
 Dispatch = Callable[[Callable, list], list]
@@ -262,11 +315,14 @@ class SmcRun:
         on_state: Callable[[RunState], None] | None = None,
     ) -> RunResult:
         """Carry ``state`` (:meth:`initial_state`, or a checkpoint's) stage by stage to
-        ``beta = 1``, or until ``deadline`` (``time.monotonic()``) passes between two stages.
+        ``beta = 1``, or until ``deadline`` (``time.monotonic()``) passes: the run stops
+        before the next stage, or after the current move with the stage's progress in
+        ``state.partial``.
 
-        ``on_state(state)`` after each stage (the checkpoint). The stages' random streams
-        depend on the stage's number only, so a run continued from a checkpoint's state ends
-        with the same particles and evidence, bit for bit, as one that never stopped.
+        ``on_state(state)`` after each stage and when the run stops in a stage (the
+        checkpoint). The stages' and moves' random streams depend on their numbers only, so
+        a run continued from a checkpoint's state ends with the same particles and evidence,
+        bit for bit, as one that never stopped.
 
         Raises
         ------
@@ -281,10 +337,14 @@ class SmcRun:
                     f"at beta = {state.beta:.3g}; raise max_stages, or lower target_ess "
                     "(fewer, longer temperature steps)"
                 )
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and _now() >= deadline:
                 break
-            state = self._stage(state)
+            state = self._stage(state, deadline)
             state.seconds = time.perf_counter() - began
+            if state.partial is not None:
+                if on_state is not None:
+                    on_state(state)
+                break
             if self.on_stage is not None:
                 self.on_stage(self.run, state.stage, state.records[-1])
             if on_state is not None:
@@ -297,12 +357,16 @@ class SmcRun:
             state.prior_failures,
             state.seconds,
             beta=state.beta,
+            partial_moves=0 if state.partial is None else state.partial.moves,
         )
 
-    def _stage(self, state: RunState) -> RunState:
-        """One stage (module docstring) from ``state``."""
+    def _stage(self, state: RunState, deadline: float | None = None) -> RunState:
+        """One stage (module docstring) from ``state``, or its moves from where
+        ``state.partial`` stopped; stopped after a move once ``deadline`` has passed (the
+        returned state's ``partial``)."""
         settings = self.settings
-        t0 = time.perf_counter()
+        partial = state.partial
+        t0 = time.perf_counter() - (0.0 if partial is None else partial.seconds)
         stage = state.stage + 1
         states, beta, log_weights = state.states, state.beta, state.log_weights
         step_size, n_leapfrog = state.step_size, state.n_leapfrog
@@ -333,8 +397,20 @@ class SmcRun:
         )
         totals = {"failed": 0, "divergent": 0, "gradients": 0}
         acceptances, correlation, moves = [], 1.0, 0
+        if partial is not None:
+            states, step_size, n_leapfrog = partial.states, partial.step_size, partial.n_leapfrog
+            totals = {
+                "failed": partial.failed,
+                "divergent": partial.divergent,
+                "gradients": partial.gradients,
+            }
+            acceptances, correlation, moves = (
+                list(partial.acceptances),
+                partial.correlation,
+                partial.moves,
+            )
         limit = settings.moves if settings.moves is not None else settings.max_moves
-        for move in range(limit):
+        for move in range(moves, limit):
             results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move, proposal)
             acceptance = float(weights @ results.acceptance / weights.sum())
             acceptances.append(acceptance)
@@ -369,6 +445,20 @@ class SmcRun:
             correlation = max_correlation(start, states.positions, weights)
             if settings.moves is None and correlation < threshold:
                 break
+            if moves < limit and deadline is not None and _now() >= deadline:
+                stopped = StagePartial(
+                    moves=moves,
+                    states=states,
+                    step_size=step_size,
+                    n_leapfrog=n_leapfrog,
+                    acceptances=acceptances,
+                    failed=totals["failed"],
+                    divergent=totals["divergent"],
+                    gradients=totals["gradients"],
+                    correlation=correlation,
+                    seconds=time.perf_counter() - t0,
+                )
+                return dataclasses.replace(state, partial=stopped)
         record = StageRecord(
             beta=beta,
             ess=ess,

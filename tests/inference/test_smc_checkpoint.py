@@ -1,12 +1,13 @@
 """sample_smc's checkpoints and time limit: a run continued from its checkpoint ends with the
 same particles and evidence, bit for bit, as one that never stopped; another call's or a
-damaged checkpoint is refused by name; the time limit stops the runs between stages."""
+damaged checkpoint is refused by name; the time limit stops the runs between stages or
+between two moves of a stage."""
 
 import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_odesens.inference import SmcTimeLimitReached, sample_smc
+from pymc_odesens.inference import SmcTimeLimitReached, sample_smc, smc_run
 from pymc_odesens.inference.smc_checkpoint import SmcCheckpoint
 from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
 
@@ -56,6 +57,51 @@ def test_the_time_limit_stops_between_stages_and_the_checkpoint_continues(straig
     assert SmcCheckpoint(tmp_path).load(0).stage == 0
     continued = sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
     _assert_same(continued, straight)
+
+
+def test_the_time_limit_stops_between_two_moves_and_the_stage_goes_on_from_there(
+    tmp_path, monkeypatch
+):
+    # three moves per stage (the correlation's stop ends this model's stages after one)
+    options = {**OPTIONS, "moves": 3}
+    straight = sample_smc(linear_model(), random_seed=21, **options)
+    # a clock that passes the deadline at its third reading: before stage 1 of run 0, after
+    # its first move, after its second move (run 1 then stops before its first stage)
+    readings = []
+
+    def clock():
+        readings.append(None)
+        return 0.0 if len(readings) < 3 else np.inf
+
+    monkeypatch.setattr(smc_run, "_now", clock)
+    with pytest.raises(SmcTimeLimitReached, match="run 0: beta 0 after 0 stages and 2 moves"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, time_limit=1e9, **options)
+    stored = SmcCheckpoint(tmp_path).load(0)
+    assert stored.stage == 0 and stored.partial is not None
+    assert stored.partial.moves == 2 and len(stored.partial.acceptances) == 2
+    # the particles moved (and are not the prior draws the state keeps for the stage's start)
+    assert not np.array_equal(stored.partial.states.positions, stored.states.positions)
+    assert stored.partial.gradients > 0
+    assert SmcCheckpoint(tmp_path).load(1).partial is None
+    monkeypatch.undo()
+    # the continued stage redoes its temperature, resampling and mass matrix and goes on
+    # with its third move (the first two are not made again): the same result, bit for
+    # bit, with the same stage statistics
+    made = []
+    move = smc_run.SmcRun._move
+
+    def spy(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal=None):
+        made.append((self.run, stage, index))
+        return move(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal)
+
+    monkeypatch.setattr(smc_run.SmcRun, "_move", spy)
+    continued = sample_smc(linear_model(), random_seed=None, checkpoint=tmp_path, **options)
+    assert made[0] == (0, 1, 2) and (0, 1, 0) not in made and (1, 1, 0) in made
+    _assert_same(continued, straight)
+    np.testing.assert_array_equal(
+        continued.sample_stats["acceptance_rate"].values,
+        straight.sample_stats["acceptance_rate"].values,
+    )
 
 
 def test_without_a_checkpoint_the_time_limit_says_the_progress_is_lost():

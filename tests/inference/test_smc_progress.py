@@ -49,9 +49,16 @@ def test_continued_and_stopped_runs_say_where_they_are():
     progress = StageProgress(runs=4, draws=100, stream=stream)
     progress.resumed(0, 12, 0.0345, 1800.0)
     progress.stopped(3, 0.25, 20, 3600.4)
+    # stopped, and continued, between two moves of a stage
+    progress.stopped(2, 0.25, 20, 3600.4, moves=4)
+    progress.resumed(2, 20, 0.25, 3600.4, moves=4)
     assert stream.getvalue().splitlines() == [
         "SMC run 1/4 continues from its checkpoint: stage 12, beta 0.0345, 1800.0 s so far",
         "SMC run 4/4 stopped by the time limit at beta 0.25, 20 stages, 3600.4 s",
+        "SMC run 3/4 stopped by the time limit at beta 0.25, 20 stages and 4 moves of stage 21, "
+        "3600.4 s",
+        "SMC run 3/4 continues from its checkpoint: stage 20, beta 0.25, 4 moves of stage 21 "
+        "done, 3600.4 s so far",
     ]
 
 
