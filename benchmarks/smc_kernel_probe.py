@@ -90,6 +90,7 @@ class GaussianMixture:
         return c - logsumexp(c)
 
     def log_density(self, x) -> float:
+        """``log q(x)`` (the acceptance ratio of ``independent_move`` reads it)."""
         return float(logsumexp(self.components(x)))
 
     def draw(self, rng) -> np.ndarray:
@@ -98,26 +99,22 @@ class GaussianMixture:
 
 
 def independent_acceptance(target, state, proposal, indices, rng) -> tuple[float, int]:
-    """Mean acceptance probability of one proposal for each particle of ``indices``."""
-    beta, states = state.beta, state.states
-    acceptances, failed = [], 0
-    for i in indices:
-        y = proposal.draw(rng)
-        e = target.evaluate(y)
-        if not e.finite:
-            acceptances.append(0.0)
-            failed += 1
-            continue
-        x = states.positions[i]
-        log_ratio = (
-            e.log_prior
-            + beta * e.log_likelihood
-            - (states.log_prior[i] + beta * states.log_likelihood[i])
-            + proposal.log_density(x)
-            - proposal.log_density(y)
+    """Mean acceptance probability of one independent move (the library's
+    ``independent_move``) of each particle of ``indices``, and the failed solves."""
+    from pymc_odesens.inference.smc_independent import independent_move
+
+    outcomes = [
+        independent_move(
+            target.evaluate,
+            state.states.positions[i],
+            state.states.evaluation(int(i)),
+            state.beta,
+            proposal,
+            rng,
         )
-        acceptances.append(float(np.exp(min(0.0, log_ratio))))
-    return float(np.mean(acceptances)), failed
+        for i in indices
+    ]
+    return float(np.mean([o.acceptance for o in outcomes])), sum(o.failed for o in outcomes)
 
 
 def main(argv=None) -> None:

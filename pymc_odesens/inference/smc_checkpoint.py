@@ -54,17 +54,7 @@ _STATE_ARRAYS = (
     "grad_log_likelihood",
 )
 _RECORD_FIELDS = [f.name for f in dataclasses.fields(StageRecord)]
-_PARTIAL_SCALARS = (
-    "moves",
-    "step_size",
-    "n_leapfrog",
-    "acceptances",
-    "failed",
-    "divergent",
-    "gradients",
-    "correlation",
-    "seconds",
-)
+_PARTIAL_SCALARS = [f.name for f in dataclasses.fields(StagePartial) if f.name != "states"]
 _PARTIAL_PREFIX = "partial_"
 
 

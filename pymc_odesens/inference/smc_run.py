@@ -120,12 +120,13 @@ class StageRecord:
 
 @dataclass
 class StagePartial:
-    """A stage stopped between two moves by the deadline: where its moves are.
+    """Where a stage's moves are: the running totals of the move loop, and what a stage
+    stopped between two moves by the deadline keeps.
 
     Attributes
     ----------
     moves : int
-        Moves done (at least 1).
+        Moves done.
     states : ParticleStates
         The particles after them.
     step_size : float
@@ -395,84 +396,66 @@ class SmcRun:
         threshold = stopping_threshold(
             settings.correlation_threshold, effective_sample_size(log_weights), d
         )
-        totals = {"failed": 0, "divergent": 0, "gradients": 0}
-        acceptances, correlation, moves = [], 1.0, 0
-        if partial is not None:
-            states, step_size, n_leapfrog = partial.states, partial.step_size, partial.n_leapfrog
-            totals = {
-                "failed": partial.failed,
-                "divergent": partial.divergent,
-                "gradients": partial.gradients,
-            }
-            acceptances, correlation, moves = (
-                list(partial.acceptances),
-                partial.correlation,
-                partial.moves,
-            )
+        done = (
+            StagePartial(0, states, step_size, n_leapfrog, [], 0, 0, 0, 1.0, 0.0)
+            if partial is None
+            else dataclasses.replace(partial, acceptances=list(partial.acceptances))
+        )
         limit = settings.moves if settings.moves is not None else settings.max_moves
-        for move in range(moves, limit):
-            results = self._move(states, beta, metric, step_size, n_leapfrog, stage, move, proposal)
+        for move in range(done.moves, limit):
+            results = self._move(
+                done.states, beta, metric, done.step_size, done.n_leapfrog, stage, move, proposal
+            )
             acceptance = float(weights @ results.acceptance / weights.sum())
-            acceptances.append(acceptance)
-            totals["failed"] += int(results.failed.sum())
-            totals["divergent"] += int(results.divergent.sum())
-            totals["gradients"] += int(results.gradient_evaluations.sum())
-            states = results.states
+            done.acceptances.append(acceptance)
+            done.failed += int(results.failed.sum())
+            done.divergent += int(results.divergent.sum())
+            done.gradients += int(results.gradient_evaluations.sum())
+            done.states = results.states
             if proposal is None:
-                step_size *= float(np.exp(acceptance - settings.target_acceptance))
+                done.step_size *= float(np.exp(acceptance - settings.target_acceptance))
             if (
                 proposal is None
                 and settings.adapt_n_leapfrog
                 and acceptance >= 0.5 * settings.target_acceptance
             ):
-                n_leapfrog = next_leapfrog_mean(
+                done.n_leapfrog = next_leapfrog_mean(
                     results.leapfrog_steps,
                     results.squared_jumps,
                     results.gradient_evaluations,
-                    n_leapfrog,
+                    done.n_leapfrog,
                     settings.max_leapfrog,
                 )
-            moves = move + 1
+            done.moves = move + 1
             if self.on_move is not None:
                 self.on_move(
                     self.run,
                     stage,
-                    moves,
+                    done.moves,
                     acceptance,
                     int(results.failed.sum()),
                     time.perf_counter() - t0,
                 )
-            correlation = max_correlation(start, states.positions, weights)
-            if settings.moves is None and correlation < threshold:
+            done.correlation = max_correlation(start, done.states.positions, weights)
+            if settings.moves is None and done.correlation < threshold:
                 break
-            if moves < limit and deadline is not None and _now() >= deadline:
-                stopped = StagePartial(
-                    moves=moves,
-                    states=states,
-                    step_size=step_size,
-                    n_leapfrog=n_leapfrog,
-                    acceptances=acceptances,
-                    failed=totals["failed"],
-                    divergent=totals["divergent"],
-                    gradients=totals["gradients"],
-                    correlation=correlation,
-                    seconds=time.perf_counter() - t0,
-                )
-                return dataclasses.replace(state, partial=stopped)
+            if done.moves < limit and deadline is not None and _now() >= deadline:
+                done.seconds = time.perf_counter() - t0
+                return dataclasses.replace(state, partial=done)
         record = StageRecord(
             beta=beta,
             ess=ess,
             resampled=bool(resampled),
             log_evidence_increment=increment,
-            acceptance_rate=float(np.mean(acceptances)) if acceptances else float("nan"),
-            step_size=step_size,
-            n_leapfrog=n_leapfrog,
-            moves=moves,
-            correlation=correlation,
+            acceptance_rate=float(np.mean(done.acceptances)) if done.acceptances else float("nan"),
+            step_size=done.step_size,
+            n_leapfrog=done.n_leapfrog,
+            moves=done.moves,
+            correlation=done.correlation,
             stopping_threshold=threshold,
-            failed_evaluations=totals["failed"],
-            divergences=totals["divergent"],
-            gradient_evaluations=totals["gradients"],
+            failed_evaluations=done.failed,
+            divergences=done.divergent,
+            gradient_evaluations=done.gradients,
             seconds=time.perf_counter() - t0,
             independent=proposal is not None,
         )
@@ -481,9 +464,9 @@ class SmcRun:
             beta=beta,
             log_evidence=log_evidence,
             log_weights=log_weights,
-            states=states,
-            step_size=step_size,
-            n_leapfrog=n_leapfrog,
+            states=done.states,
+            step_size=done.step_size,
+            n_leapfrog=done.n_leapfrog,
             records=[*state.records, record],
             prior_failures=state.prior_failures,
             seconds=state.seconds,
