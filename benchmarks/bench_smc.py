@@ -59,9 +59,18 @@ def ours(name: str, args) -> dict:
     started = time.perf_counter()
     problem = PetabProblem.from_yaml(petab_yaml(name))
     checkpoint = None if args.checkpoint is None else args.checkpoint / name
+    trajectory = None
+    if args.trajectory_tolerances is not None:
+        # the leapfrog steps follow the gradient at looser tolerances; the acceptance
+        # tests and weights use the problem's own (sample_smc's trajectory_model)
+        rtol, atol = args.trajectory_tolerances
+        trajectory = PetabProblem.from_yaml(
+            petab_yaml(name), relative_tolerance=rtol, absolute_tolerance=atol, gradient_check=False
+        )
     try:
         idata = pymc_odesens.sample_smc(
             problem,
+            trajectory_model=trajectory,
             draws=args.draws,
             runs=args.runs,
             cores=args.cores,
@@ -235,6 +244,15 @@ def main(argv=None) -> None:
         default=None,
         help="folder of our runs' checkpoints (one subfolder per problem): a later call with "
         "the same options continues them",
+    )
+    parser.add_argument(
+        "--trajectory-tolerances",
+        type=float,
+        nargs=2,
+        metavar=("RTOL", "ATOL"),
+        default=None,
+        help="the HMC moves follow the gradient of the problem solved at these tolerances "
+        "(sample_smc's trajectory_model); default: the problem's own gradient",
     )
     parser.add_argument("--pt-chains", type=int, default=20)
     parser.add_argument("--pt-samples", type=int, default=10_000, help="PT iterations")

@@ -19,6 +19,13 @@ changing the run, measures at that ``beta`` for moves the library has or might h
   ``min(1, p(c | x') / p(c | x))``, which keeps the target invariant): the mean
   acceptance and the mean jump in the population's standard deviations (dense whitening).
 
+With ``--trajectory-tolerances RTOL ATOL``, the HMC moves with the diagonal and the dense
+metric are also made with a trajectory model (``sample_smc``'s ``trajectory_model``: the
+leapfrog steps follow the gradient of the problem solved at these tolerances, the end
+point is accepted by the problem's own density), with the time per move; ``--kinds``
+chooses the rows (``independent``, ``diag``, ``dense``, ``cluster``, ``diag-trajectory``,
+``dense-trajectory``).
+
 Every number is one draw per particle: a probe, not an estimate with an error.
 """
 
@@ -127,6 +134,14 @@ def main(argv=None) -> None:
     parser.add_argument("--step-sizes", type=float, nargs="+", default=[0.008, 0.015, 0.025, 0.04])
     parser.add_argument("--n-leapfrog", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--trajectory-tolerances", type=float, nargs=2, metavar=("RTOL", "ATOL"), default=None
+    )
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        default=["independent", "diag", "dense", "cluster", "diag-trajectory", "dense-trajectory"],
+    )
     args = parser.parse_args(argv)
 
     from pymc_odesens.inference.smc_checkpoint import SmcCheckpoint
@@ -158,15 +173,27 @@ def main(argv=None) -> None:
         flush=True,
     )
 
+    traced = None
+    if args.trajectory_tolerances is not None:
+        rtol, atol = args.trajectory_tolerances
+        loose = PetabProblem.from_yaml(
+            petab_yaml(args.problem),
+            relative_tolerance=rtol,
+            absolute_tolerance=atol,
+            gradient_check=False,
+        )
+        traced = TemperedTarget(problem.build_model(), trajectory_model=loose.build_model())
+    kinds = [k for k in args.kinds if traced is not None or not k.endswith("-trajectory")]
+
     print("independent Metropolis-Hastings: proposal, mean acceptance, failed solves")
     proposals = {"one Gaussian": PopulationGaussian.of(x, w)}
-    for k in args.clusters:
+    for k in args.clusters if "independent" in kinds else ():
         for inflate in (1.0, 2.0):
             mixture = GaussianMixture(
                 x, w, k, np.random.default_rng(args.seed), covariance, inflate
             )
             proposals[f"{len(mixture.means)} clusters, x{inflate:g}"] = mixture
-    for name, proposal in proposals.items():
+    for name, proposal in proposals.items() if "independent" in kinds else ():
         t0 = time.perf_counter()
         acceptance, failed = independent_acceptance(
             target, state, proposal, indices, np.random.default_rng(args.seed)
@@ -180,26 +207,32 @@ def main(argv=None) -> None:
         f"HMC, {args.n_leapfrog} leapfrog steps: step size, metric, mean acceptance, "
         "mean jump per move (population sds)"
     )
+    metrics = {"diag": diag, "dense": dense, "diag-trajectory": diag, "dense-trajectory": dense}
     for step_size in args.step_sizes:
-        for kind in ("diag", "dense", "per cluster"):
+        for kind in [k for k in kinds if k != "independent"]:
             t0 = time.perf_counter()
             acceptances, jumps = [], []
             for i in indices:
                 r = np.random.default_rng(1000 + int(i))
-                metric, chosen, before = {"diag": diag, "dense": dense}.get(kind), None, None
+                metric, chosen, before = metrics.get(kind), None, None
                 if metric is None:
                     before = mixture.responsibilities(x[i])
                     chosen = r.choice(len(before), p=np.exp(before))
                     metric = PopulationMetric("dense", cholesky=mixture.choleskys[chosen])
+                moving, start, inner = target, state.states.evaluation(int(i)), None
+                if kind.endswith("-trajectory"):
+                    # the particle's gradient is the trajectory model's, as in sample_smc
+                    moving, start, inner = traced, traced.evaluate(x[i]), traced.trajectory
                 out = hmc_move(
-                    target.evaluate,
+                    moving.evaluate,
                     x[i],
-                    state.states.evaluation(int(i)),
+                    start,
                     beta,
                     metric,
                     step_size,
                     args.n_leapfrog,
                     r,
+                    trajectory=inner,
                 )
                 acceptance, moved = out.acceptance, out.accepted
                 if chosen is not None and moved:
@@ -209,8 +242,8 @@ def main(argv=None) -> None:
                 acceptances.append(acceptance)
                 jumps.append(dense.squared_distance(out.position - x[i]) ** 0.5 if moved else 0.0)
             print(
-                f"  {step_size:<6g} {kind:12s} {np.mean(acceptances):.3f}  {np.mean(jumps):.3f}  "
-                f"({time.perf_counter() - t0:.0f} s)",
+                f"  {step_size:<6g} {kind:16s} {np.mean(acceptances):.3f}  {np.mean(jumps):.3f}  "
+                f"({time.perf_counter() - t0:.1f} s)",
                 flush=True,
             )
 

@@ -238,6 +238,7 @@ def sample_smc(
     executor=None,
     progressbar: bool = True,
     compile_kwargs: Mapping | None = None,
+    trajectory_model=None,
 ) -> az.InferenceData:
     """Tempered sequential Monte Carlo from the prior to the posterior, with the evidence.
 
@@ -346,6 +347,16 @@ def sample_smc(
         moves, failed evaluations, time).
     compile_kwargs : dict, optional
         For PyTensor's compile of the log-density (default ``{"mode": "NUMBA"}``).
+    trajectory_model : pymc.Model, PEtab problem or callable, optional
+        A model with the same free variables whose gradient the HMC moves' leapfrog steps
+        follow instead of ``model``'s: for an ODE model, the same model at looser
+        tolerances (a PEtab problem read with ``relative_tolerance=1e-6,
+        absolute_tolerance=1e-10, gradient_check=False``), whose gradient costs less. The
+        end point of each trajectory is evaluated by ``model`` (its log-density without
+        sensitivities, plus the trajectory model's gradient), and the acceptance tests,
+        weights and evidence are ``model``'s: the result samples ``model`` exactly
+        (docs/smc.md, "Cheaper trajectories"); a poor trajectory model lowers the
+        acceptance, never the accuracy. Default: ``model``'s own gradient.
 
     Returns
     -------
@@ -406,8 +417,25 @@ def sample_smc(
     check_executor(executor)
     local_model, factory = _model_and_factory(model)
     compile_options = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
-    handle = TargetHandle(factory, factory_key(factory), tuple(sorted(compile_options.items())))
     layout = ParticleLayout.of(local_model)
+    trajectory_factory = trajectory_key = None
+    if trajectory_model is not None:
+        local_trajectory, trajectory_factory = _model_and_factory(trajectory_model)
+        trajectory_key = factory_key(trajectory_factory)
+        other = ParticleLayout.of(local_trajectory)
+        if other != layout:
+            raise ValueError(
+                "sample_smc: trajectory_model must have the model's value variables with "
+                f"their shapes, {list(zip(layout.names, layout.shapes))}; it has "
+                f"{list(zip(other.names, other.shapes))}"
+            )
+    handle = TargetHandle(
+        factory,
+        factory_key(factory),
+        tuple(sorted(compile_options.items())),
+        trajectory_factory,
+        trajectory_key,
+    )
     prior = PriorDraws(local_model)
     store = None if checkpoint is None else SmcCheckpoint(checkpoint)
     stored_entropy = None if store is None else store.stored_entropy()
@@ -416,7 +444,16 @@ def sample_smc(
     else:
         entropy = np.random.SeedSequence(random_seed).entropy
     if store is not None:
-        store.bind(call_signature(layout, handle.compile_kwargs, settings, runs, entropy))
+        store.bind(
+            call_signature(
+                layout,
+                handle.compile_kwargs,
+                settings,
+                runs,
+                entropy,
+                trajectory_model=trajectory_model is not None,
+            )
+        )
     progress = StageProgress(runs, settings.draws, enabled=progressbar)
 
     workers = cores if cores is not None else _available_cores()

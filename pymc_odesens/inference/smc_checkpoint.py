@@ -6,8 +6,10 @@ With ``sample_smc(..., checkpoint=directory)``:
 
 - ``call`` holds what identifies the call: the model's variables and shapes, the compile
   options, the settings that shape the runs (every one but ``max_stages``, a limit), the
-  number of runs and the seeds' root entropy; the model itself is checked when a run
-  continues, by its log-prior and log-likelihood at the run's first stored particles;
+  number of runs and the seeds' root entropy, and whether a trajectory model guides the
+  moves; the model itself is checked when a run continues, by its log-prior and
+  log-likelihood at the run's first stored particles, and the trajectory model (or the
+  model's own gradient) by the gradients there;
 - ``run_<r>`` holds run ``r``'s :class:`~pymc_odesens.inference.smc_run.RunState` after its
   last stage (stage 0: the prior draws, evaluated): particles with their log-densities and
   gradients, weights, ``beta``, log evidence, step size, leapfrog mean, the stages'
@@ -59,12 +61,18 @@ _PARTIAL_PREFIX = "partial_"
 
 
 def call_signature(
-    layout: ParticleLayout, compile_kwargs: tuple, settings: SmcSettings, runs: int, entropy: int
+    layout: ParticleLayout,
+    compile_kwargs: tuple,
+    settings: SmcSettings,
+    runs: int,
+    entropy: int,
+    trajectory_model: bool = False,
 ) -> dict:
     """What a checkpoint must match to be continued (module docstring); the model itself is
-    checked by its log-density at stored particles (:func:`check_model`)."""
+    checked by its log-density and gradient at stored particles (:func:`check_model`), the
+    trajectory model by the gradient."""
     shaping = {k: v for k, v in vars(settings).items() if k != "max_stages"}
-    return {
+    signature = {
         "format": FORMAT,
         "variables": [[name, list(shape)] for name, shape in zip(layout.names, layout.shapes)],
         "compile_kwargs": repr(compile_kwargs),
@@ -72,6 +80,10 @@ def call_signature(
         "runs": int(runs),
         "entropy": str(entropy),
     }
+    if trajectory_model:
+        # only then: a checkpoint written before trajectory models existed still matches
+        signature["trajectory_model"] = True
+    return signature
 
 
 CHECKED_PARTICLES = 2
@@ -79,14 +91,15 @@ CHECKED_PARTICLES = 2
 
 
 def check_model(directory, run: int, stored: ParticleStates, evaluated: ParticleStates) -> None:
-    """Compare the model's log-prior and log-likelihood at the first stored particles with
-    the stored values (the model of a PyMC model has no stable digest: its random
-    generators differ between builds).
+    """Compare the model's log-prior and log-likelihood, and the gradients the moves follow,
+    at the first stored particles with the stored values (the model of a PyMC model has no
+    stable digest: its random generators differ between builds).
 
     Raises
     ------
     ValueError
-        They differ (beyond 1e-9 relative): the directory holds another model's runs.
+        They differ (the terms beyond 1e-9 relative, the gradients beyond 1e-7): the
+        directory holds another model's runs, or runs moved by another trajectory model.
     """
     k = len(evaluated)
     for name in ("log_prior", "log_likelihood"):
@@ -97,6 +110,19 @@ def check_model(directory, run: int, stored: ParticleStates, evaluated: Particle
                 f"checkpoint: {directory} holds another model's runs: run {run}'s stored "
                 f"particles have {name} {was.tolist()}, this call's model gives "
                 f"{now.tolist()}; give the same model, or another directory"
+            )
+    for name in ("grad_log_prior", "grad_log_likelihood"):
+        was, now = getattr(stored, name)[:k], getattr(evaluated, name)
+        finite = np.isfinite(was) & np.isfinite(now)
+        scale = np.max(np.abs(np.where(finite, was, 0.0)), axis=-1, keepdims=True)
+        close = np.isclose(was, now, rtol=1e-7, atol=0.0) | (np.abs(was - now) <= 1e-9 * scale)
+        if not np.all((was == now) | close):
+            raise ValueError(
+                f"checkpoint: {directory} holds runs whose moves followed other gradients: "
+                f"run {run}'s stored particles have {name} differing from this call's (a "
+                "different trajectory_model, or a different model with the same "
+                "log-density there); give the same model and trajectory_model, or another "
+                "directory"
             )
 
 

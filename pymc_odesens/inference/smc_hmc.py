@@ -7,6 +7,15 @@ is drawn from ``N(0, M)`` (the stage's population metric,
 of the dynamics) follow the exact gradient, and the end point is accepted with probability
 ``min(1, exp(H_start - H_end))``.
 
+With ``trajectory`` (:meth:`~pymc_odesens.inference.smc_target.TemperedTarget.trajectory`:
+a trajectory model's terms, for instance the ODE solved at looser tolerances), the steps
+inside the trajectory evaluate it instead of ``evaluate``; the end point is evaluated by
+``evaluate``, whose log-density (the model's own) decides the acceptance and whose gradient
+is the same function as ``trajectory``'s. The particle's stored gradient is then the
+trajectory model's too, so every leapfrog update uses one deterministic function of the
+position: the trajectory is reversible and preserves volume, and the move leaves the
+model's tempered target invariant (:mod:`~pymc_odesens.inference.smc_target`).
+
 A point where the log-density or its gradient is not finite ends the trajectory and the
 proposal is rejected: this is what a failed ODE solve gives (the model's failure potential
 is ``-inf``, :func:`pymc_odesens.ode_solution`), and the move counts it as a failed
@@ -71,6 +80,7 @@ def hmc_move(
     n_leapfrog: int,
     rng: np.random.Generator,
     max_energy_error: float = 1000.0,
+    trajectory: Callable[[np.ndarray], Evaluation] | None = None,
 ) -> MoveOutcome:
     """One HMC move of a particle at inverse temperature ``beta`` (module docstring).
 
@@ -89,7 +99,11 @@ def hmc_move(
     rng : numpy.random.Generator
         The particle's own stream (the move is reproducible from it alone).
     max_energy_error : float
+    trajectory : callable, optional
+        ``x -> Evaluation`` at the steps before the last (module docstring); default
+        ``evaluate``. Its gradient must be ``evaluate``'s.
     """
+    inner = evaluate if trajectory is None else trajectory
     momentum = metric.draw_momentum(rng)
     epsilon = step_size * rng.uniform(1.0 - STEP_SIZE_JITTER, 1.0 + STEP_SIZE_JITTER)
     log_u = np.log(rng.uniform())
@@ -100,7 +114,7 @@ def hmc_move(
     current = evaluation
     for step in range(n_leapfrog):
         x = x + epsilon * metric.velocity(p)
-        current = evaluate(x)
+        current = inner(x) if step < n_leapfrog - 1 else evaluate(x)
         if not current.finite:
             return _stay(position, evaluation, failed=True, evaluations=step + 1)
         log_density, gradient = current.tempered(beta)

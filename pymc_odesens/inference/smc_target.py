@@ -20,6 +20,18 @@ unconstrained coordinates) that returns both terms and their exact gradients at 
 The function is compiled with ``compile_kwargs`` (PyTensor's ``NUMBA`` mode by default: the
 ODE solves and their sensitivities run as one compiled function) and called through a copy
 per thread (:class:`~pymc_odesens.ops.per_thread_function.PerThreadFunction`).
+
+**A trajectory model.** HMC's leapfrog steps may follow the gradient of another density
+without changing what the moves sample, as long as the end point is accepted with the
+model's own density: each leapfrog update moves the momentum by a function of the position
+alone, or the position by a function of the momentum alone, so the trajectory is
+reversible and preserves volume whatever that function is (Neal 2011, section 5.5.1;
+"surrogate" HMC, Rasmussen 2003, Zhang et al. 2017). With ``trajectory_model`` (for an ODE
+model: the same model solved at looser tolerances, whose gradient costs less),
+:meth:`TemperedTarget.trajectory` gives the trajectory model's terms and gradients, and
+:meth:`TemperedTarget.evaluate` the model's own log-prior and log-likelihood (a solve
+without sensitivities) with the trajectory model's gradients: the weights, the acceptance
+tests and the evidence are the model's, exactly; only the paths of the moves differ.
 """
 
 from __future__ import annotations
@@ -142,48 +154,94 @@ class TemperedTarget:
     model : pymc.Model
     compile_kwargs : dict, optional
         For PyTensor's compile (default ``{"mode": "NUMBA"}``).
+    trajectory_model : pymc.Model, optional
+        A model with the same value variables whose gradients the leapfrog steps follow
+        (module docstring); default: ``model``'s own.
 
     Raises
     ------
     ValueError
-        The model has discrete free variables, or no free variables at all.
+        The model has discrete free variables, or no free variables at all, or
+        ``trajectory_model``'s value variables are not ``model``'s (named).
     """
 
-    def __init__(self, model: pm.Model, compile_kwargs: Mapping | None = None) -> None:
+    def __init__(
+        self,
+        model: pm.Model,
+        compile_kwargs: Mapping | None = None,
+        trajectory_model: pm.Model | None = None,
+    ) -> None:
         self.layout = ParticleLayout.of(model)
         if self.layout.size == 0:
             raise ValueError("sample_smc: the model has no free variables to sample")
-        value_vars = list(model.value_vars)
-        prior = model.varlogp
-        likelihood = model.observedlogp + model.potentiallogp
-        outputs = [
-            prior,
-            likelihood,
-            _flat_gradient(prior, value_vars),
-            _flat_gradient(likelihood, value_vars),
-        ]
-        point = model.initial_point()
-        joined_outputs, x = join_nonshared_inputs(point, outputs, value_vars)
         kwargs = {"mode": "NUMBA"} if compile_kwargs is None else dict(compile_kwargs)
         kwargs.setdefault("on_unused_input", "ignore")
-        self._function = PerThreadFunction(compile_pytensor([x], joined_outputs, **kwargs))
+        self.has_trajectory_model = trajectory_model is not None
+        if trajectory_model is None:
+            self._function = _compile_terms(model, kwargs, gradients=True)
+            self._values = None
+            return
+        other = ParticleLayout.of(trajectory_model)
+        if other != self.layout:
+            raise ValueError(
+                "trajectory_model must have the model's value variables with their shapes, "
+                f"{list(zip(self.layout.names, self.layout.shapes))}; it has "
+                f"{list(zip(other.names, other.shapes))}"
+            )
+        self._function = _compile_terms(trajectory_model, kwargs, gradients=True)
+        self._values = _compile_terms(model, kwargs, gradients=False)
 
     def evaluate(self, x: np.ndarray) -> Evaluation:
-        """The prior and likelihood terms and gradients at the raveled point ``x``.
+        """The model's prior and likelihood terms at the raveled point ``x``, with the
+        gradients that the moves follow (the model's own, or the trajectory model's).
 
         A failed ODE solve gives ``log_likelihood = -inf`` and a zero gradient (the model's
         failure potential); nothing is raised.
         """
-        # a copy of our own: a batch received from the network (Dask) may hold unaligned or
-        # read-only rows, which a PyTensor function refuses ("not aligned")
-        x = np.array(x, dtype=np.float64, copy=True)
-        prior, likelihood, grad_prior, grad_likelihood = self._function(x)
+        x = _own_copy(x)
+        if self._values is None:
+            return _evaluation(self._function(x))
+        prior, likelihood = self._values(x)
+        _, _, grad_prior, grad_likelihood = self._function(x)
         return Evaluation(
             float(prior),
             float(likelihood),
             np.array(grad_prior, dtype=float),
             np.array(grad_likelihood, dtype=float),
         )
+
+    def trajectory(self, x: np.ndarray) -> Evaluation:
+        """The terms and gradients that a leapfrog step inside a trajectory uses: the
+        trajectory model's, or :meth:`evaluate`'s when there is none."""
+        return _evaluation(self._function(_own_copy(x)))
+
+
+def _own_copy(x) -> np.ndarray:
+    # a copy of our own: a batch received from the network (Dask) may hold unaligned or
+    # read-only rows, which a PyTensor function refuses ("not aligned")
+    return np.array(x, dtype=np.float64, copy=True)
+
+
+def _evaluation(outputs) -> Evaluation:
+    prior, likelihood, grad_prior, grad_likelihood = outputs
+    return Evaluation(
+        float(prior),
+        float(likelihood),
+        np.array(grad_prior, dtype=float),
+        np.array(grad_likelihood, dtype=float),
+    )
+
+
+def _compile_terms(model: pm.Model, kwargs: dict, gradients: bool) -> PerThreadFunction:
+    """``x -> (log prior, log likelihood[, their gradients])`` of ``model``."""
+    value_vars = list(model.value_vars)
+    prior = model.varlogp
+    likelihood = model.observedlogp + model.potentiallogp
+    outputs = [prior, likelihood]
+    if gradients:
+        outputs += [_flat_gradient(prior, value_vars), _flat_gradient(likelihood, value_vars)]
+    joined_outputs, x = join_nonshared_inputs(model.initial_point(), outputs, value_vars)
+    return PerThreadFunction(compile_pytensor([x], joined_outputs, **kwargs))
 
 
 class PriorDraws:

@@ -44,11 +44,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TargetHandle:
-    """How a worker gets the tempered target: the factory, its digest, the compile options."""
+    """How a worker gets the tempered target: the factory, its digest, the compile options,
+    and the trajectory model's factory and digest when there is one
+    (:class:`~pymc_odesens.inference.smc_target.TemperedTarget`)."""
 
     factory: Callable
     key: str
     compile_kwargs: tuple = field(default=())
+    trajectory_factory: Callable | None = None
+    trajectory_key: str | None = None
 
 
 # per process: compiled targets by (factory digest, compile options), shared by the threads
@@ -62,12 +66,15 @@ _TARGETS_LOCK = threading.Lock()
 def tempered_target(handle: TargetHandle, model=None) -> TemperedTarget:
     """This process's compiled target for ``handle`` (built from ``model`` when given, else
     from the factory, on first use)."""
-    key = (handle.key, handle.compile_kwargs)
+    key = (handle.key, handle.compile_kwargs, handle.trajectory_key)
     with _TARGETS_LOCK:
         target = _TARGETS.get(key)
         if target is None:
             built = model if model is not None else handle.factory()
-            target = TemperedTarget(built, dict(handle.compile_kwargs))
+            trajectory = None
+            if handle.trajectory_factory is not None:
+                trajectory = handle.trajectory_factory()
+            target = TemperedTarget(built, dict(handle.compile_kwargs), trajectory)
             _TARGETS[key] = target
             while len(_TARGETS) > _TARGETS_KEPT:
                 _TARGETS.popitem(last=False)
@@ -232,6 +239,7 @@ def run_move_batch(batch: MoveBatch, model=None) -> MoveResults:
                 batch.step_size,
                 n_leapfrog,
                 rng,
+                trajectory=target.trajectory if target.has_trajectory_model else None,
             )
             steps[row] = n_leapfrog
         if outcome.accepted:

@@ -9,11 +9,13 @@ X = np.linspace(-1.0, 1.0, 8)
 Y = 0.3 + 1.2 * X + 0.5 * np.random.default_rng(0).normal(size=8)
 
 
-def linear_model(slope: bool = True) -> pm.Model:
+def linear_model(slope: bool = True, noise: float = 0.5) -> pm.Model:
+    """The model of ``exact_log_evidence`` (``noise=0.5``); another ``noise`` gives a model
+    with the same variables and another likelihood (a trajectory model, say)."""
     with pm.Model() as model:
         a = pm.Normal("a", 0.0, 1.0)
         mu = a + pm.Normal("b", 0.0, 2.0) * X if slope else a + 0.0 * X
-        pm.Normal("y", mu, 0.5, observed=Y)
+        pm.Normal("y", mu, noise, observed=Y)
     return model
 
 

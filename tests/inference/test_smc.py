@@ -54,6 +54,47 @@ def test_posterior_is_the_conjugate_one_and_runs_agree(linear_fit):
     assert float(rhat["a"]) < 1.05 and float(rhat["b"]) < 1.05
 
 
+def test_a_trajectory_model_leaves_the_evidence_and_posterior_exact():
+    """The HMC moves follow the gradient of a model with twice the noise (a likelihood 4
+    times flatter: a poor guide), the acceptance tests and weights use the model's own
+    density: the evidence and the posterior are still the model's, exactly."""
+    options = {**SMC_OPTIONS, "kernel": "hmc"}
+    fit = sample_smc(
+        linear_model(), trajectory_model=linear_model(noise=1.0), random_seed=12, **options
+    )
+    estimate, mcse = log_evidence(fit)
+    exact = exact_log_evidence()
+    assert 0.0 < mcse < 0.1
+    assert abs(estimate - exact) < 3.0 * mcse, (estimate, mcse, exact)
+    # far from the trajectory model's own evidence
+    assert abs(exact_log_evidence_with_noise(1.0) - exact) > 20 * mcse
+    design = np.column_stack([np.ones_like(X), X])
+    covariance = np.linalg.inv(np.diag([1.0, 0.25]) + design.T @ design / 0.25)
+    mean = covariance @ design.T @ Y / 0.25
+    draws = np.column_stack([fit.posterior["a"].values.ravel(), fit.posterior["b"].values.ravel()])
+    sd = np.sqrt(np.diag(covariance))
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 4 * sd / np.sqrt(300))
+    np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.15)
+    # the moves did follow the other gradient: their acceptance differs from the model's own
+    own = sample_smc(linear_model(), random_seed=12, **options)
+    accepted = fit.sample_stats["acceptance_rate"].values
+    assert not np.allclose(
+        accepted[np.isfinite(accepted)][:5],
+        own.sample_stats["acceptance_rate"].values[np.isfinite(accepted)][:5],
+    )
+
+
+def exact_log_evidence_with_noise(noise: float) -> float:
+    design = np.column_stack([np.ones_like(X), X])
+    covariance = design @ np.diag([1.0, 4.0]) @ design.T + noise**2 * np.eye(8)
+    return float(stats.multivariate_normal(np.zeros(8), covariance).logpdf(Y))
+
+
+def test_a_trajectory_model_with_other_variables_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"sample_smc: trajectory_model must have the model's"):
+        sample_smc(linear_model(), trajectory_model=linear_model(slope=False), **SMC_OPTIONS)
+
+
 def test_moves_stop_once_the_correlation_left_is_below_its_noise(linear_fit):
     """200 particles, 2 coordinates: the noise floor (0.16) is above correlation_threshold
     (0.1) and is the threshold; a stage stops its moves below it, or at max_moves."""

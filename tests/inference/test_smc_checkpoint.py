@@ -122,6 +122,51 @@ def test_another_calls_checkpoint_is_refused_by_what_differs(tmp_path):
         sample_smc(_other_likelihood(), random_seed=21, checkpoint=tmp_path, **OPTIONS)
 
 
+def test_a_checkpoint_continues_only_with_its_own_trajectory_model(tmp_path):
+    """The moves' gradients are part of a run: a checkpoint written without a trajectory
+    model is not continued with one, nor one written with a trajectory model by another."""
+    with pytest.raises(RuntimeError, match="max_stages=1"):
+        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, max_stages=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"trajectory_model: stored None, this call True"):
+        sample_smc(
+            linear_model(),
+            trajectory_model=linear_model(noise=1.0),
+            random_seed=21,
+            checkpoint=tmp_path,
+            **OPTIONS,
+        )
+    with_one = tmp_path / "with"
+    with pytest.raises(RuntimeError, match="max_stages=1"):
+        sample_smc(
+            linear_model(),
+            trajectory_model=linear_model(noise=1.0),
+            random_seed=21,
+            checkpoint=with_one,
+            max_stages=1,
+            **OPTIONS,
+        )
+    with pytest.raises(ValueError, match="moves followed other gradients: run 0's stored"):
+        sample_smc(
+            linear_model(),
+            trajectory_model=linear_model(noise=2.0),
+            random_seed=21,
+            checkpoint=with_one,
+            **OPTIONS,
+        )
+    # the same trajectory model continues it, to what a call that never stopped gives
+    continued, straight = (
+        sample_smc(
+            linear_model(),
+            trajectory_model=linear_model(noise=1.0),
+            random_seed=21,
+            checkpoint=where,
+            **OPTIONS,
+        )
+        for where in (with_one, None)
+    )
+    _assert_same(continued, straight)
+
+
 def _other_likelihood():
     with pm.Model() as model:
         a = pm.Normal("a", 0.0, 1.0)

@@ -96,3 +96,56 @@ def test_a_huge_energy_error_is_a_divergence():
     # the trajectory stops at the first point past the energy error limit: its first step
     assert outcome.gradient_evaluations == 1
     assert outcome.acceptance == pytest.approx(0.0)
+
+
+def test_a_trajectory_of_another_gradient_keeps_the_model_s_target_invariant():
+    """The leapfrog steps follow a trajectory density whose gradients are wrong (variances 3
+    times too large, the likelihood's centre shifted); the end point's acceptance uses the
+    model's density. The moved draws keep the model's tempered target, not the trajectory
+    density's (whose variances are about 3 times as large: the test would see them)."""
+    beta = 0.5
+    precision = 1 / PRIOR_VAR + beta / LIK_VAR
+    mean = (beta * CENTRE / LIK_VAR) / precision
+    shifted = CENTRE + np.array([0.5, 0.3])
+
+    def trajectory(x):
+        x = np.asarray(x, dtype=float)
+        return Evaluation(
+            float(-0.5 * np.sum(x**2 / (3 * PRIOR_VAR))),
+            float(-0.5 * np.sum((x - shifted) ** 2 / (3 * LIK_VAR))),
+            -x / (3 * PRIOR_VAR),
+            -(x - shifted) / (3 * LIK_VAR),
+        )
+
+    calls = {"trajectory": 0, "evaluate": 0}
+
+    def counted_trajectory(x):
+        calls["trajectory"] += 1
+        return trajectory(x)
+
+    def evaluate(x):
+        """The model's terms with the trajectory density's gradients (TemperedTarget)."""
+        calls["evaluate"] += 1
+        own, guide = gaussian(x), trajectory(x)
+        return Evaluation(
+            own.log_prior, own.log_likelihood, guide.grad_log_prior, guide.grad_log_likelihood
+        )
+
+    metric = PopulationMetric("diag", variances=1.0 / precision)
+    rng = np.random.default_rng(1)
+    x = mean + rng.normal(size=(4000, 2)) / np.sqrt(precision)
+    moved, accepted = [], 0
+    for row in x:
+        outcome = hmc_move(
+            evaluate, row, evaluate(row), beta, metric, 0.5, 5, rng, trajectory=counted_trajectory
+        )
+        moved.append(outcome.position)
+        accepted += outcome.accepted
+        assert outcome.evaluation.log_likelihood == gaussian(outcome.position).log_likelihood
+    moved = np.array(moved)
+    # 4 inner steps by the trajectory density and the end point by evaluate, per move
+    assert calls["trajectory"] == 4 * 4000 and calls["evaluate"] == 2 * 4000
+    assert 0.3 < accepted / 4000 < 1.0
+    assert np.all(np.abs(moved.mean(axis=0) - mean) < 4 * 0.016 / np.sqrt(precision))
+    np.testing.assert_allclose(moved.var(axis=0), 1 / precision, rtol=0.1)
+    assert np.mean(np.all(moved != x, axis=1)) > 0.3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pymc_odesens.inference.smc_target import TemperedTarget
 from tests.inference.smc_models import linear_model
@@ -25,3 +26,28 @@ def test_an_unaligned_read_only_point_is_evaluated_as_an_aligned_one():
     assert got.log_likelihood == expected.log_likelihood
     assert np.array_equal(got.grad_log_prior, expected.grad_log_prior)
     assert np.array_equal(got.grad_log_likelihood, expected.grad_log_likelihood)
+
+
+def test_a_trajectory_model_gives_the_gradients_and_the_model_the_terms():
+    """With a trajectory model (here the linear model with noise 1.0 instead of 0.5),
+    ``evaluate`` is the model's log-prior and log-likelihood with the trajectory model's
+    gradients, and ``trajectory`` the trajectory model's terms and gradients."""
+    own, guide = TemperedTarget(linear_model()), TemperedTarget(linear_model(noise=1.0))
+    target = TemperedTarget(linear_model(), trajectory_model=linear_model(noise=1.0))
+    assert target.has_trajectory_model and not own.has_trajectory_model
+    x = np.array([0.2, -0.7])
+    got, mine, theirs = target.evaluate(x), own.evaluate(x), guide.evaluate(x)
+    assert got.log_prior == mine.log_prior and got.log_likelihood == mine.log_likelihood
+    assert np.array_equal(got.grad_log_likelihood, theirs.grad_log_likelihood)
+    assert np.array_equal(got.grad_log_prior, theirs.grad_log_prior)
+    assert not np.allclose(mine.grad_log_likelihood, theirs.grad_log_likelihood)
+    inner = target.trajectory(x)
+    assert inner.log_likelihood == theirs.log_likelihood
+    assert np.array_equal(inner.grad_log_likelihood, theirs.grad_log_likelihood)
+    # without one, the two are the same function
+    assert own.trajectory(x).log_likelihood == mine.log_likelihood
+
+
+def test_a_trajectory_model_with_other_variables_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"trajectory_model must have the model's value variables"):
+        TemperedTarget(linear_model(), trajectory_model=linear_model(slope=False))
