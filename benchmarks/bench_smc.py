@@ -77,8 +77,10 @@ def ours(name: str, args) -> dict:
             random_seed=args.seed,
             adapt_n_leapfrog=args.adapt_n_leapfrog == "on",
             kernel=args.kernel,
+            mass_matrix=args.mass_matrix,
             time_limit=args.time_limit,
             checkpoint=checkpoint,
+            change_moves=args.change_moves,
         )
     except pymc_odesens.SmcTimeLimitReached as stopped:
         return stopped_runs(stopped, checkpoint, time.perf_counter() - started, args)
@@ -244,6 +246,14 @@ def main(argv=None) -> None:
         default=None,
         help="folder of our runs' checkpoints (one subfolder per problem): a later call with "
         "the same options continues them",
+    )
+    parser.add_argument(
+        "--mass-matrix", choices=("diag", "dense"), default="diag", help="sample_smc's"
+    )
+    parser.add_argument(
+        "--change-moves",
+        action="store_true",
+        help="continue --checkpoint's runs with this call's moves (sample_smc's change_moves)",
     )
     parser.add_argument(
         "--trajectory-tolerances",

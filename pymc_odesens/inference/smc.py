@@ -40,6 +40,7 @@ from pymc_odesens.inference.smc_checkpoint import (
     SmcCheckpoint,
     call_signature,
     check_model,
+    with_new_moves,
 )
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
@@ -234,6 +235,7 @@ def sample_smc(
     max_stages: int = 500,
     time_limit: float | None = None,
     checkpoint: str | os.PathLike | None = None,
+    change_moves: bool = False,
     cores: int | None = None,
     executor=None,
     progressbar: bool = True,
@@ -332,6 +334,18 @@ def sample_smc(
         sampled again), with the same result, bit for bit, as a call that never stopped.
         ``random_seed=None`` takes the stored seeds. A directory of another call, or a
         damaged file in it, is a ValueError.
+    change_moves : bool
+        Continue ``checkpoint``'s runs with this call's moves where they differ from the
+        stored call's: ``mass_matrix``, ``n_leapfrog``, ``adapt_n_leapfrog``,
+        ``max_leapfrog``, ``target_acceptance``, ``kernel``, ``independent_acceptance``,
+        ``moves``, ``max_moves``, ``correlation_threshold`` and ``trajectory_model``
+        (say, a long run that a faster move would finish sooner). The particles'
+        gradients are evaluated again by this call's target, and the checkpoint keeps
+        the new settings. The result samples the same target and its evidence stays
+        exact (each stage's moves leave its tempered target invariant, whichever they
+        are), but it is no longer the same, bit for bit, as one call with either
+        setting. The model, population, seeds and temperature settings must still be the
+        stored ones. False (default): the moves must be the stored ones.
     cores : int, optional
         Worker processes when no ``executor`` is given (default: the cores available to
         this process; 1 runs everything here). Workers are started with ``spawn``: a
@@ -413,6 +427,15 @@ def sample_smc(
         "None or a positive number of seconds",
         time_limit,
     )
+    _check(
+        isinstance(change_moves, (bool, np.bool_)), "change_moves", "True or False", change_moves
+    )
+    _check(
+        not change_moves or checkpoint is not None,
+        "change_moves",
+        "False without a checkpoint (it continues a checkpoint's runs with other moves)",
+        change_moves,
+    )
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     check_executor(executor)
     local_model, factory = _model_and_factory(model)
@@ -452,7 +475,8 @@ def sample_smc(
                 runs,
                 entropy,
                 trajectory_model=trajectory_model is not None,
-            )
+            ),
+            change_moves=bool(change_moves),
         )
     progress = StageProgress(runs, settings.draws, enabled=progressbar)
 
@@ -489,6 +513,10 @@ def sample_smc(
                 state = sampler.initial_state(starts[run])
                 if store is not None:
                     store.save(run, state)
+            elif change_moves:
+                state = with_new_moves(state, sampler.evaluate, settings, checkpoint, run)
+                moves = 0 if state.partial is None else state.partial.moves
+                progress.resumed(run, state.stage, state.beta, state.seconds, moves)
             else:
                 stored = state.states.take(np.arange(min(CHECKED_PARTICLES, settings.draws)))
                 check_model(checkpoint, run, stored, sampler.evaluate(stored.positions))

@@ -43,7 +43,14 @@ from pymc_odesens.inference.smc_run import RunState, SmcSettings, StagePartial, 
 from pymc_odesens.inference.smc_target import ParticleLayout
 from pymc_odesens.inference.smc_work import ParticleStates
 
-__all__ = ["SmcCheckpoint", "call_signature", "check_model", "CHECKED_PARTICLES"]
+__all__ = [
+    "SmcCheckpoint",
+    "call_signature",
+    "check_model",
+    "with_new_moves",
+    "CHECKED_PARTICLES",
+    "MOVE_SETTINGS",
+]
 
 FORMAT = 1
 """Version of the checkpoint's layout (part of the call's signature)."""
@@ -86,11 +93,66 @@ def call_signature(
     return signature
 
 
+MOVE_SETTINGS = (
+    "n_leapfrog",
+    "adapt_n_leapfrog",
+    "max_leapfrog",
+    "mass_matrix",
+    "target_acceptance",
+    "moves",
+    "max_moves",
+    "correlation_threshold",
+    "kernel",
+    "independent_acceptance",
+)
+"""The settings of the moves alone: a checkpoint continued with ``change_moves=True`` may
+change them (and the trajectory model). Any move that leaves each stage's tempered target
+invariant keeps the runs exact; the temperature steps, resampling and population size
+(the other settings) may not change."""
+
+
+def _without_moves(signature: dict) -> dict:
+    out = {k: v for k, v in signature.items() if k != "trajectory_model"}
+    out["settings"] = {
+        k: v for k, v in signature.get("settings", {}).items() if k not in MOVE_SETTINGS
+    }
+    return out
+
+
+def with_new_moves(state: RunState, evaluate, settings: SmcSettings, directory, run: int):
+    """``state`` (a checkpoint's) ready for other moves: every particle's gradient (and
+    those of a stopped stage's moved particles) evaluated again by this call's target, so
+    that the moves' leapfrog steps use one function (the trajectory model's, or the
+    model's); the number of leapfrog steps this call's ``n_leapfrog`` unless it adapts.
+
+    Raises
+    ------
+    ValueError
+        The model's log-prior or log-likelihood at a stored particle differs from the
+        stored one: the directory holds another model's runs.
+    """
+
+    def again(states):
+        fresh = evaluate(states.positions)
+        check_model(directory, run, states, fresh, gradients=False)
+        return fresh
+
+    n_leapfrog = state.n_leapfrog if settings.adapt_n_leapfrog else settings.n_leapfrog
+    partial = state.partial
+    if partial is not None:
+        partial = dataclasses.replace(partial, states=again(partial.states), n_leapfrog=n_leapfrog)
+    return dataclasses.replace(
+        state, states=again(state.states), n_leapfrog=n_leapfrog, partial=partial
+    )
+
+
 CHECKED_PARTICLES = 2
 """Stored particles at which a continued run evaluates the model before going on."""
 
 
-def check_model(directory, run: int, stored: ParticleStates, evaluated: ParticleStates) -> None:
+def check_model(
+    directory, run: int, stored: ParticleStates, evaluated: ParticleStates, gradients: bool = True
+) -> None:
     """Compare the model's log-prior and log-likelihood, and the gradients the moves follow,
     at the first stored particles with the stored values (the model of a PyMC model has no
     stable digest: its random generators differ between builds).
@@ -111,7 +173,7 @@ def check_model(directory, run: int, stored: ParticleStates, evaluated: Particle
                 f"particles have {name} {was.tolist()}, this call's model gives "
                 f"{now.tolist()}; give the same model, or another directory"
             )
-    for name in ("grad_log_prior", "grad_log_likelihood"):
+    for name in ("grad_log_prior", "grad_log_likelihood") if gradients else ():
         was, now = getattr(stored, name)[:k], getattr(evaluated, name)
         finite = np.isfinite(was) & np.isfinite(now)
         scale = np.max(np.abs(np.where(finite, was, 0.0)), axis=-1, keepdims=True)
@@ -170,14 +232,19 @@ class SmcCheckpoint:
             return None
         return int(json.loads(_read(self._call_path))["entropy"])
 
-    def bind(self, signature: dict) -> None:
+    def bind(self, signature: dict, change_moves: bool = False) -> None:
         """Write the call's signature, or check it against the one stored.
+
+        With ``change_moves``, the settings of the moves (:data:`MOVE_SETTINGS`, and
+        whether a trajectory model guides them) may differ from the stored ones: the
+        stored signature is then replaced by the call's (later calls continue with the
+        new moves).
 
         Raises
         ------
         ValueError
-            The directory holds another call's checkpoint (naming what differs), or a
-            damaged file.
+            The directory holds another call's checkpoint (naming what differs, and
+            whether ``change_moves=True`` would accept it), or a damaged file.
         """
         if not self._call_path.exists():
             stale = sorted(p.name for p in self.directory.glob("run_*"))
@@ -191,15 +258,23 @@ class SmcCheckpoint:
         stored = json.loads(_read(self._call_path))
         wanted = json.loads(json.dumps(signature))  # the same types as read back
         differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
-        if differ:
-            details = "; ".join(
-                f"{k}: stored {stored.get(k)!r}, this call {wanted.get(k)!r}" for k in differ
-            )
-            raise ValueError(
-                f"checkpoint: {self.directory} holds another call's runs ({details}); give "
-                "the same model and options (and random_seed, or None to take the stored "
-                "one), or another directory"
-            )
+        if not differ:
+            return
+        if _without_moves(stored) == _without_moves(wanted):
+            if change_moves:
+                _write(self._call_path, json.dumps(signature, sort_keys=True).encode())
+                return
+            hint = "; only the moves differ: change_moves=True continues the runs with them"
+        else:
+            hint = ""
+        details = "; ".join(
+            f"{k}: stored {stored.get(k)!r}, this call {wanted.get(k)!r}" for k in differ
+        )
+        raise ValueError(
+            f"checkpoint: {self.directory} holds another call's runs ({details}{hint}); "
+            "give the same model and options (and random_seed, or None to take the stored "
+            "one), or another directory"
+        )
 
     def load(self, run: int) -> RunState | None:
         """Run ``run``'s state after its last stage (None: not started).

@@ -7,9 +7,10 @@ import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_odesens.inference import SmcTimeLimitReached, sample_smc, smc_run
+from pymc_odesens.inference import SmcTimeLimitReached, log_evidence, sample_smc, smc_run
 from pymc_odesens.inference.smc_checkpoint import SmcCheckpoint
-from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
+from pymc_odesens.inference.smc_target import TemperedTarget
+from tests.inference.smc_models import SMC_OPTIONS, X, Y, exact_log_evidence, linear_model
 
 OPTIONS = {**SMC_OPTIONS, "runs": 2, "draws": 100}
 
@@ -165,6 +166,67 @@ def test_a_checkpoint_continues_only_with_its_own_trajectory_model(tmp_path):
         for where in (with_one, None)
     )
     _assert_same(continued, straight)
+
+
+def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypatch):
+    """A run stopped inside a stage with the diagonal metric and its own gradient goes on
+    with the dense metric, other leapfrog steps and a trajectory model: the gradients are
+    evaluated again (the trajectory model's), the checkpoint keeps the new settings, and
+    the evidence and posterior are still the model's."""
+    first = {**SMC_OPTIONS, "draws": 200, "kernel": "hmc", "moves": 3}
+    readings = []
+
+    def clock():
+        readings.append(None)
+        return 0.0 if len(readings) < 3 else np.inf
+
+    monkeypatch.setattr(smc_run, "_now", clock)
+    with pytest.raises(SmcTimeLimitReached, match="run 0: beta 0 after 0 stages and 2 moves"):
+        sample_smc(linear_model(), random_seed=5, checkpoint=tmp_path, time_limit=1e9, **first)
+    monkeypatch.undo()
+    stored = SmcCheckpoint(tmp_path).load(0)
+    assert stored.partial is not None
+    new = {**first, "mass_matrix": "dense", "n_leapfrog": 7, "moves": None}
+    trajectory = linear_model(noise=1.0)
+    with pytest.raises(ValueError, match="only the moves differ: change_moves=True continues"):
+        sample_smc(
+            linear_model(), random_seed=5, checkpoint=tmp_path, trajectory_model=trajectory, **new
+        )
+    made = []
+    move = smc_run.SmcRun._move
+
+    def spy(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal=None):
+        made.append((self.run, stage, index, metric.kind, n_leapfrog))
+        if (self.run, stage, index) == (0, 1, 2):
+            # the stopped stage's moved particles carry the trajectory model's gradients
+            guide = TemperedTarget(linear_model(noise=1.0))
+            for row in range(3):
+                np.testing.assert_array_equal(
+                    states.grad_log_likelihood[row],
+                    guide.evaluate(states.positions[row]).grad_log_likelihood,
+                )
+        return move(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal)
+
+    monkeypatch.setattr(smc_run.SmcRun, "_move", spy)
+    fit = sample_smc(
+        linear_model(),
+        random_seed=5,
+        checkpoint=tmp_path,
+        trajectory_model=trajectory,
+        change_moves=True,
+        **new,
+    )
+    monkeypatch.undo()
+    assert made[0] == (0, 1, 2, "dense", 7)  # the stopped stage goes on, with the new moves
+    estimate, mcse = log_evidence(fit)
+    assert abs(estimate - exact_log_evidence()) < 3.0 * mcse, (estimate, mcse)
+    # the checkpoint now holds the new moves: the same call continues without change_moves
+    again = sample_smc(
+        linear_model(), random_seed=5, checkpoint=tmp_path, trajectory_model=trajectory, **new
+    )
+    _assert_same(again, fit)
+    with pytest.raises(ValueError, match="change_moves must be False without a checkpoint"):
+        sample_smc(linear_model(), change_moves=True, **OPTIONS)
 
 
 def _other_likelihood():
