@@ -445,13 +445,7 @@ def sample_smc(
     if trajectory_model is not None:
         local_trajectory, trajectory_factory = _model_and_factory(trajectory_model)
         trajectory_key = factory_key(trajectory_factory)
-        other = ParticleLayout.of(local_trajectory)
-        if other != layout:
-            raise ValueError(
-                "sample_smc: trajectory_model must have the model's value variables with "
-                f"their shapes, {list(zip(layout.names, layout.shapes))}; it has "
-                f"{list(zip(other.names, other.shapes))}"
-            )
+        layout.require_same(local_trajectory, "sample_smc: trajectory_model")
     handle = TargetHandle(
         factory,
         factory_key(factory),
@@ -513,13 +507,12 @@ def sample_smc(
                 state = sampler.initial_state(starts[run])
                 if store is not None:
                     store.save(run, state)
-            elif change_moves:
-                state = with_new_moves(state, sampler.evaluate, settings, checkpoint, run)
-                moves = 0 if state.partial is None else state.partial.moves
-                progress.resumed(run, state.stage, state.beta, state.seconds, moves)
             else:
-                stored = state.states.take(np.arange(min(CHECKED_PARTICLES, settings.draws)))
-                check_model(checkpoint, run, stored, sampler.evaluate(stored.positions))
+                if change_moves:
+                    state = with_new_moves(state, sampler.evaluate, settings, checkpoint, run)
+                else:
+                    stored = state.states.take(np.arange(min(CHECKED_PARTICLES, settings.draws)))
+                    check_model(checkpoint, run, stored, sampler.evaluate(stored.positions))
                 moves = 0 if state.partial is None else state.partial.moves
                 progress.resumed(run, state.stage, state.beta, state.seconds, moves)
             on_state = None if store is None else functools.partial(store.save, run)

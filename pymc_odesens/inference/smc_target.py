@@ -123,6 +123,17 @@ class ParticleLayout:
         size = int(sum(int(np.prod(s)) for s in shapes))
         return cls(tuple(v.name for v in model.value_vars), shapes, size)
 
+    def require_same(self, model: pm.Model, name: str) -> None:
+        """Raise a ValueError (``name`` first) unless ``model``'s value variables are these,
+        with these shapes."""
+        other = ParticleLayout.of(model)
+        if other != self:
+            raise ValueError(
+                f"{name} must have the model's value variables with their shapes, "
+                f"{list(zip(self.names, self.shapes))}; it has "
+                f"{list(zip(other.names, other.shapes))}"
+            )
+
     def split(self, vector: np.ndarray) -> dict[str, np.ndarray]:
         """The value variables of one raveled vector, by name."""
         out, offset = {}, 0
@@ -181,13 +192,7 @@ class TemperedTarget:
             self._function = _compile_terms(model, kwargs, gradients=True)
             self._values = None
             return
-        other = ParticleLayout.of(trajectory_model)
-        if other != self.layout:
-            raise ValueError(
-                "trajectory_model must have the model's value variables with their shapes, "
-                f"{list(zip(self.layout.names, self.layout.shapes))}; it has "
-                f"{list(zip(other.names, other.shapes))}"
-            )
+        self.layout.require_same(trajectory_model, "trajectory_model")
         self._function = _compile_terms(trajectory_model, kwargs, gradients=True)
         self._values = _compile_terms(model, kwargs, gradients=False)
 
