@@ -158,7 +158,9 @@ def _flat_gradient(term, value_vars) -> pt.TensorVariable:
 
 
 class TemperedTarget:
-    """A model's log-prior and log-likelihood, with exact gradients, in one compiled function.
+    """A model's log-prior and log-likelihood, with exact gradients, in one compiled function
+    (with a trajectory model: the model's terms, and the trajectory model's terms and
+    gradients, in two).
 
     Parameters
     ----------
