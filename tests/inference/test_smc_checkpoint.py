@@ -60,14 +60,10 @@ def test_the_time_limit_stops_between_stages_and_the_checkpoint_continues(straig
     _assert_same(continued, straight)
 
 
-def test_the_time_limit_stops_between_two_moves_and_the_stage_goes_on_from_there(
-    tmp_path, monkeypatch
-):
-    # three moves per stage (the correlation's stop ends this model's stages after one)
-    options = {**OPTIONS, "moves": 3}
-    straight = sample_smc(linear_model(), random_seed=21, **options)
-    # a clock that passes the deadline at its third reading: before stage 1 of run 0, after
-    # its first move, after its second move (run 1 then stops before its first stage)
+def _stop_after_two_moves(monkeypatch, tmp_path, seed, options):
+    """Run with a clock that passes the deadline at its third reading: before stage 1 of run
+    0, after its first move, after its second move (the other runs then stop before their
+    first stage)."""
     readings = []
 
     def clock():
@@ -76,7 +72,33 @@ def test_the_time_limit_stops_between_two_moves_and_the_stage_goes_on_from_there
 
     monkeypatch.setattr(smc_run, "_now", clock)
     with pytest.raises(SmcTimeLimitReached, match="run 0: beta 0 after 0 stages and 2 moves"):
-        sample_smc(linear_model(), random_seed=21, checkpoint=tmp_path, time_limit=1e9, **options)
+        sample_smc(linear_model(), random_seed=seed, checkpoint=tmp_path, time_limit=1e9, **options)
+    monkeypatch.undo()
+
+
+def _spy_on_moves(monkeypatch, check=None):
+    """The moves made, as ``(run, stage, index, metric kind, n_leapfrog)``; ``check`` is
+    called with each move's arguments first."""
+    made = []
+    move = smc_run.SmcRun._move
+
+    def spy(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal=None):
+        made.append((self.run, stage, index, metric.kind, n_leapfrog))
+        if check is not None:
+            check(self.run, stage, index, states)
+        return move(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal)
+
+    monkeypatch.setattr(smc_run.SmcRun, "_move", spy)
+    return made
+
+
+def test_the_time_limit_stops_between_two_moves_and_the_stage_goes_on_from_there(
+    tmp_path, monkeypatch
+):
+    # three moves per stage (the correlation's stop ends this model's stages after one)
+    options = {**OPTIONS, "moves": 3}
+    straight = sample_smc(linear_model(), random_seed=21, **options)
+    _stop_after_two_moves(monkeypatch, tmp_path, 21, options)
     stored = SmcCheckpoint(tmp_path).load(0)
     assert stored.stage == 0 and stored.partial is not None
     assert stored.partial.moves == 2 and len(stored.partial.acceptances) == 2
@@ -84,19 +106,12 @@ def test_the_time_limit_stops_between_two_moves_and_the_stage_goes_on_from_there
     assert not np.array_equal(stored.partial.states.positions, stored.states.positions)
     assert stored.partial.gradients > 0
     assert SmcCheckpoint(tmp_path).load(1).partial is None
-    monkeypatch.undo()
     # the continued stage redoes its temperature, resampling and mass matrix and goes on
     # with its third move (the first two are not made again): the same result, bit for
     # bit, with the same stage statistics
-    made = []
-    move = smc_run.SmcRun._move
-
-    def spy(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal=None):
-        made.append((self.run, stage, index))
-        return move(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal)
-
-    monkeypatch.setattr(smc_run.SmcRun, "_move", spy)
+    spied = _spy_on_moves(monkeypatch)
     continued = sample_smc(linear_model(), random_seed=None, checkpoint=tmp_path, **options)
+    made = [m[:3] for m in spied]
     assert made[0] == (0, 1, 2) and (0, 1, 0) not in made and (1, 1, 0) in made
     _assert_same(continued, straight)
     np.testing.assert_array_equal(
@@ -174,16 +189,7 @@ def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypa
     evaluated again (the trajectory model's), the checkpoint keeps the new settings, and
     the evidence and posterior are still the model's."""
     first = {**SMC_OPTIONS, "draws": 200, "kernel": "hmc", "moves": 3}
-    readings = []
-
-    def clock():
-        readings.append(None)
-        return 0.0 if len(readings) < 3 else np.inf
-
-    monkeypatch.setattr(smc_run, "_now", clock)
-    with pytest.raises(SmcTimeLimitReached, match="run 0: beta 0 after 0 stages and 2 moves"):
-        sample_smc(linear_model(), random_seed=5, checkpoint=tmp_path, time_limit=1e9, **first)
-    monkeypatch.undo()
+    _stop_after_two_moves(monkeypatch, tmp_path, 5, first)
     stored = SmcCheckpoint(tmp_path).load(0)
     assert stored.partial is not None
     new = {**first, "mass_matrix": "dense", "n_leapfrog": 7, "moves": None}
@@ -192,12 +198,9 @@ def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypa
         sample_smc(
             linear_model(), random_seed=5, checkpoint=tmp_path, trajectory_model=trajectory, **new
         )
-    made = []
-    move = smc_run.SmcRun._move
 
-    def spy(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal=None):
-        made.append((self.run, stage, index, metric.kind, n_leapfrog))
-        if (self.run, stage, index) == (0, 1, 2):
+    def check(run, stage, index, states):
+        if (run, stage, index) == (0, 1, 2):
             # the stopped stage's moved particles carry the trajectory model's gradients
             guide = TemperedTarget(linear_model(noise=1.0))
             for row in range(3):
@@ -205,9 +208,8 @@ def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypa
                     states.grad_log_likelihood[row],
                     guide.evaluate(states.positions[row]).grad_log_likelihood,
                 )
-        return move(self, states, beta, metric, step_size, n_leapfrog, stage, index, proposal)
 
-    monkeypatch.setattr(smc_run.SmcRun, "_move", spy)
+    made = _spy_on_moves(monkeypatch, check)
     fit = sample_smc(
         linear_model(),
         random_seed=5,
