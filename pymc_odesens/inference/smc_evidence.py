@@ -12,6 +12,14 @@ weights). The runs are independent, so they combine into
 
 :func:`~pymc_odesens.inference.model_comparison.compare_models` turns the estimates of
 several models into log Bayes factors with their errors.
+
+The runs' particle populations combine into one estimate of the posterior with the weights
+:func:`evidence_weights`, ``Z_r / sum_s Z_s``: ``Z_r`` times run ``r``'s particle
+distribution is an unbiased estimate of the evidence times the posterior (Del Moral 2004),
+so the ratio of the sums is consistent in the number of runs as well as of particles. When
+the runs agree on the evidence these weights are nearly equal; when a run lost a mode that
+holds most of the posterior mass (its evidence is far lower), they leave it out, where an
+equal-weight average of the runs would keep its population.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import arviz as az
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["combined_log_evidence", "log_evidence"]
+__all__ = ["combined_log_evidence", "effective_runs", "evidence_weights", "log_evidence"]
 
 
 def combined_log_evidence(per_run: np.ndarray) -> tuple[float, float]:
@@ -32,6 +40,30 @@ def combined_log_evidence(per_run: np.ndarray) -> tuple[float, float]:
     estimate = float(logsumexp(per_run) - np.log(per_run.size))
     mcse = float(np.std(per_run, ddof=1) / np.sqrt(per_run.size)) if per_run.size > 1 else np.nan
     return estimate, mcse
+
+
+def evidence_weights(per_run: np.ndarray) -> np.ndarray:
+    """Each run's weight ``Z_r / sum_s Z_s`` from the runs' log evidences (module docstring).
+
+    Raises
+    ------
+    ValueError
+        No runs, or a log evidence that is not finite (a run whose evidence is unknown
+        cannot be weighed).
+    """
+    per_run = np.asarray(per_run, dtype=float).ravel()
+    if per_run.size == 0:
+        raise ValueError("per_run: no runs")
+    if not np.all(np.isfinite(per_run)):
+        raise ValueError(f"per_run: expected finite log evidences, got {per_run.tolist()}")
+    return np.exp(per_run - logsumexp(per_run))
+
+
+def effective_runs(weights: np.ndarray) -> float:
+    """``1 / sum_r w_r^2``: how many runs of equal weight the weights ``w`` (summing to 1)
+    are worth; 1 when one run holds all the weight."""
+    weights = np.asarray(weights, dtype=float)
+    return float(1.0 / np.sum(weights**2))
 
 
 def log_evidence(idata: az.InferenceData) -> tuple[float, float]:

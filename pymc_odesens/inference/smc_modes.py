@@ -10,8 +10,17 @@ those modes and weighs them:
    ``initial_points``); a particle belongs to the optimum its maximisation reaches (its
    basin of attraction), optima grouped by ``find_modes``' tolerances.
 2. **Weights**: in each run, the share of its optimised particles that reached each mode;
-   a mode's weight is the mean of the runs' shares and its standard error their standard
-   deviation over ``sqrt(runs)`` (as the evidence's error, from the runs' agreement).
+   a mode's weight is the runs' shares averaged with the runs' evidence weights
+   ``Z_r / sum_s Z_s`` (:func:`~pymc_odesens.inference.smc_evidence.evidence_weights`: the
+   runs' populations combine so into one consistent estimate of the posterior), and its
+   standard error that of this ratio estimator from the runs' spread (the delta method:
+   ``sqrt(R / (R - 1) * sum_r w_r^2 (share_r - weight)^2)``, which is the shares' standard
+   deviation over ``sqrt(R)`` when the weights are equal). When the runs' evidences
+   disagree so far that fewer than two runs carry the weight (``1 / sum_r w_r^2 < 2``), the
+   error cannot be estimated: it is NaN and a ``RuntimeWarning`` names the runs' log
+   evidences. A run that lost a mode holding most of the posterior mass has a far lower
+   evidence, and its population does not count; an equal-weight mean of the runs' shares
+   would give its modes the weight of a whole run.
 3. **Starts and mass matrices**: every final particle joins the mode of its nearest
    optimised particle (in the sampler's coordinates, each scaled by the population's
    standard deviation); a mode's particles are its chains' starts, and their covariance
@@ -30,6 +39,7 @@ after it is built, so its methods are safe to call concurrently.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -43,9 +53,10 @@ from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.multistart import find_modes
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
+from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights
 from pymc_odesens.inference.smc_mass_matrix import population_covariance
 
-__all__ = ["SmcMode", "SmcModes", "nearest", "smc_modes"]
+__all__ = ["SmcMode", "SmcModes", "nearest", "run_weighted_shares", "smc_modes"]
 
 
 def nearest(points: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -68,10 +79,12 @@ class SmcMode:
     rank : int
         0 for the mode of the highest log-posterior, as ``find_modes``' clusters.
     weight : float
-        The mode's share of the posterior: the mean over the runs of the share of their
-        optimised particles that reached it.
+        The mode's share of the posterior: the runs' shares of their optimised particles
+        that reached it, averaged with the runs' evidence weights (module docstring).
+        Unknown modes hold no weight: a mode no run found is not in this table.
     weight_se : float
-        Its standard error, ``sd(run shares) / sqrt(runs)`` (NaN for one run).
+        Its standard error from the runs' spread (NaN for one run, or when fewer than two
+        runs carry the evidence weight).
     run_weights : numpy.ndarray
         Each run's share.
     optimum : ModeCluster
@@ -120,15 +133,32 @@ class SmcModes:
     scale : numpy.ndarray
         The particles' standard deviation in each of the sampler's coordinates (1 where
         they have none): the units in which "nearest" is measured.
+    evidence_weights : numpy.ndarray
+        Each run's weight ``Z_r / sum_s Z_s`` in the modes' weights (0 for a run none of
+        whose maximisations succeeded).
+    effective_runs : float
+        ``1 / sum_r w_r^2`` of these weights: how many runs of equal weight they are worth.
     """
 
-    def __init__(self, modes, search, optimised, posterior, failed_share, scale) -> None:
+    def __init__(
+        self,
+        modes,
+        search,
+        optimised,
+        posterior,
+        failed_share,
+        scale,
+        evidence_weights,
+        effective_runs,
+    ) -> None:
         self.modes = tuple(modes)
         self.search = search
         self.optimised = tuple(optimised)
         self.posterior = posterior
         self.failed_share = float(failed_share)
         self.scale = np.asarray(scale, dtype=float)
+        self.evidence_weights = np.asarray(evidence_weights, dtype=float)
+        self.effective_runs = float(effective_runs)
 
     @property
     def model(self) -> pm.Model:
@@ -172,7 +202,10 @@ class SmcModes:
 
     def __repr__(self) -> str:
         weights = ", ".join(f"{m.weight:.3g} +- {m.weight_se:.2g}" for m in self.modes)
-        return f"SmcModes({len(self.modes)} modes, weights [{weights}])"
+        return (
+            f"SmcModes({len(self.modes)} modes, weights [{weights}], "
+            f"{self.effective_runs:.3g} effective runs)"
+        )
 
 
 @dataclass(frozen=True)
@@ -188,6 +221,42 @@ class _Built:
 
     def model_factory(self) -> Callable[[], pm.Model]:
         return self.factory
+
+
+def run_weighted_shares(
+    shares: np.ndarray, log_evidence: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The modes' weights from the runs' shares, averaged with the runs' evidence weights.
+
+    Parameters
+    ----------
+    shares : numpy.ndarray
+        ``(runs, modes)``: each run's share of its optimised particles in each mode (rows
+        sum to 1).
+    log_evidence : numpy.ndarray
+        ``(runs,)``: each run's log evidence.
+
+    Returns
+    -------
+    weight, weight_se : numpy.ndarray
+        ``(modes,)`` (module docstring); ``weight_se`` is NaN when fewer than two runs
+        carry the evidence weight.
+    run_weight : numpy.ndarray
+        ``(runs,)``, ``Z_r / sum_s Z_s``.
+    effective : float
+        ``1 / sum_r run_weight_r^2``.
+    """
+    shares = np.asarray(shares, dtype=float)
+    run_weight = evidence_weights(log_evidence)
+    weight = run_weight @ shares
+    effective = effective_runs(run_weight)
+    runs = len(run_weight)
+    if runs < 2 or effective < 2.0:
+        weight_se = np.full(shares.shape[1], np.nan)
+    else:
+        spread = (run_weight[:, None] * (shares - weight[None, :])) ** 2
+        weight_se = np.sqrt(runs / (runs - 1.0) * spread.sum(axis=0))
+    return weight, weight_se, run_weight, effective
 
 
 def _check(idata, particles_per_run) -> None:
@@ -261,8 +330,15 @@ def smc_modes(
     ------
     ValueError
         ``idata`` is not an SMC result (named), ``particles_per_run`` is not a positive
-        integer, the posterior lacks a free variable of the model, or every maximisation
-        failed.
+        integer, the posterior lacks a free variable of the model, ``idata`` has no finite
+        log evidence per run, or every maximisation failed.
+
+    Warns
+    -----
+    RuntimeWarning
+        Fewer than two runs carry the evidence weight (their log evidences disagree by
+        more than about one unit): the weights rest on one run's population and their
+        error is NaN.
     """
     _check(idata, particles_per_run)
     posterior = idata.posterior
@@ -275,6 +351,7 @@ def smc_modes(
             "the model the SMC run sampled"
         )
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
+    log_z = _run_log_evidence(idata, runs)
     rng = np.random.default_rng(random_seed)
     optimised = []
     for run in range(runs):
@@ -312,12 +389,20 @@ def smc_modes(
         if mine.size:
             shares[run] = np.bincount(mine, minlength=len(search.clusters)) / mine.size
     valid = np.array([np.any((run_of == run) & (label >= 0)) for run in range(runs)])
-    weight = shares[valid].mean(axis=0)
-    weight_se = (
-        shares[valid].std(axis=0, ddof=1) / np.sqrt(valid.sum())
-        if valid.sum() > 1
-        else np.full(len(search.clusters), np.nan)
-    )
+    weight, weight_se, run_weight, effective = run_weighted_shares(shares[valid], log_z[valid])
+    all_run_weights = np.zeros(runs)
+    all_run_weights[valid] = run_weight
+    if valid.sum() > 1 and effective < 2.0:
+        warnings.warn(
+            f"smc_modes: the runs' log evidences {np.round(log_z, 2).tolist()} disagree: "
+            f"{effective:.2f} effective runs carry the weights (run "
+            f"{int(np.argmax(all_run_weights))} holds {all_run_weights.max():.3g}), so the "
+            "modes' weights rest on one run's population and their error is unknown (NaN). "
+            "The other runs lost modes that hold most of the posterior mass: give the runs "
+            "more particles",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     # every particle to the mode of its nearest optimised particle
     value_vars = list(model.continuous_value_vars)
@@ -350,4 +435,23 @@ def smc_modes(
             )
         )
     failed_share = float(np.mean(label < 0))
-    return SmcModes(modes, search, optimised, posterior, failed_share, scale)
+    return SmcModes(
+        modes, search, optimised, posterior, failed_share, scale, all_run_weights, effective
+    )
+
+
+def _run_log_evidence(idata, runs: int) -> np.ndarray:
+    """Each run's log evidence from ``idata.sample_stats.log_marginal_likelihood``."""
+    stats = getattr(idata, "sample_stats", None)
+    if stats is None or "log_marginal_likelihood" not in stats:
+        raise ValueError(
+            "idata: no sample_stats.log_marginal_likelihood per run; the modes' weights "
+            "weigh the runs by their evidence: give the result of sample_smc"
+        )
+    values = np.asarray(stats["log_marginal_likelihood"].values, dtype=float).ravel()
+    if values.size != runs or not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"idata: expected a finite log evidence for each of the {runs} runs in "
+            f"sample_stats.log_marginal_likelihood, got {values.tolist()}"
+        )
+    return values
