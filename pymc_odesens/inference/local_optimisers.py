@@ -17,6 +17,16 @@ ModeObjective` with its exact gradient, inside the bounds of its bounded coordin
   noise gives). scipy's ``trust-constr`` (interior point, for the bounds) and
   ``trust-exact`` (in logit coordinates of the box) with the same Hessian were tried first
   and ended far from the optimum on Boehm_JProteomeRes2014 (docs/pymc.md).
+
+  The forward sensitivities can fail where the log-posterior and its gradient (by the
+  model's own route, an adjoint for instance) do not: on Fujita_SciSignal2010, 8 of 24
+  starts at particles of a tempered-SMC population (``bdf`` at ``max_num_steps``), and
+  trial steps of others, whose trust regions then shrink to nothing, or stall with tiny
+  accepted steps next to the failing points, far from an optimum. So a start where the
+  Fisher information fails, and a trust region that shrinks to nothing, or stalls after
+  failures of the Fisher information, while the projected gradient is not small, go on
+  with L-BFGS-B from that point (for the iterations left; the message says so) instead of
+  failing or stopping there.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
@@ -74,6 +85,7 @@ class _Counted:
         self.with_metric = with_metric
         self.deadline = deadline
         self.evaluations = 0
+        self.metric_failures = 0  # points with a finite log-posterior but no Fisher information
         self.best_value, self.best_x = -math.inf, None
         self._x = None
         self._result = None
@@ -90,11 +102,28 @@ class _Counted:
             finite = math.isfinite(value) and bool(np.all(np.isfinite(gradient)))
             if finite and metric is not None:
                 finite = bool(np.all(np.isfinite(metric)))
+                self.metric_failures += not finite
             self._x = np.array(x, dtype=float)
             self._result = (value, gradient, metric, finite)
             if finite and value > self.best_value:
                 self.best_value, self.best_x = value, self._x
         return self._result
+
+    def metric_failed(self, x) -> bool:
+        """The log-posterior and its gradient are finite at ``x``, the Fisher information
+        is not."""
+        value, gradient, metric, finite = self._at(x)
+        return (
+            not finite
+            and metric is not None
+            and math.isfinite(value)
+            and bool(np.all(np.isfinite(gradient)))
+        )
+
+    def without_metric(self) -> None:
+        """From now on, the log-posterior and its gradient alone (for L-BFGS-B)."""
+        self.with_metric = False
+        self._x = self._result = None
 
     def value_and_gradient(self, x):
         value, gradient, _, finite = self._at(x)
@@ -158,15 +187,17 @@ def maximise_from(
     counted = _Counted(objective, with_metric=method == "trust-region-fisher")
     value, gradient = counted.value_and_gradient(x0)
     counted.deadline = deadline  # the start itself is always evaluated
-    if not math.isfinite(value):
+    if method not in LOCAL_METHODS:
+        raise ValueError(f"method: expected one of {LOCAL_METHODS}, got {method!r}")
+    bounds = Bounds(objective.lower, objective.upper)
+    run = _lbfgsb if method == "L-BFGS-B" else _trust_region
+    if not math.isfinite(value) and counted.metric_failed(x0):
+        run = partial(_lbfgsb_after, reason="the Fisher information failed at the start", done=0)
+    elif not math.isfinite(value):
         raise ValueError(
             "the log-posterior is not finite at the start (a failed solve, or a value outside "
             "the support)"
         )
-    bounds = Bounds(objective.lower, objective.upper)
-    if method not in LOCAL_METHODS:
-        raise ValueError(f"method: expected one of {LOCAL_METHODS}, got {method!r}")
-    run = _lbfgsb if method == "L-BFGS-B" else _trust_region
     try:
         return run(counted, x0, bounds, max_iterations, gradient_tolerance)
     except _OutOfTime:
@@ -268,4 +299,41 @@ def _trust_region(counted, x, bounds, max_iterations, gradient_tolerance) -> Loc
             if lam > 1e16:
                 message = "the trust region shrank to nothing (no step decreases the objective)"
                 break
+    # Stopped short of a small projected gradient: because no step decreased the objective,
+    # or because the decreases became tiny next to points whose Fisher information failed
+    # (rejected steps there shrink the region until the accepted ones barely move).
+    shrank = message.startswith("the trust region shrank")
+    stalled = converged and counted.metric_failures > 0
+    gradient_norm = _projected_gradient_norm(x, -gradient, lower, upper)
+    if (shrank or stalled) and gradient_norm > gradient_tolerance and iterations < max_iterations:
+        why = "shrank to nothing" if shrank else "stalled (relative decrease below 1e-12)"
+        return _lbfgsb_after(
+            counted,
+            x,
+            bounds,
+            max_iterations,
+            gradient_tolerance,
+            reason=(
+                f"the trust region {why} after {iterations} iterations, projected gradient "
+                f"{gradient_norm:.3g}, the Fisher information failed at "
+                f"{counted.metric_failures} points"
+            ),
+            done=iterations,
+        )
     return LocalRun(x, converged, message, iterations, counted.evaluations)
+
+
+def _lbfgsb_after(
+    counted, x, bounds, max_iterations, gradient_tolerance, *, reason: str, done: int
+) -> LocalRun:
+    """L-BFGS-B from ``x`` for the iterations the trust region left (``done`` of
+    ``max_iterations`` spent), without the Fisher information; the message says why."""
+    counted.without_metric()
+    run = _lbfgsb(counted, x, bounds, max(max_iterations - done, 1), gradient_tolerance)
+    return LocalRun(
+        run.x,
+        run.converged,
+        f"{reason}; L-BFGS-B from there: {run.message}",
+        done + run.iterations,
+        run.evaluations,
+    )

@@ -135,7 +135,7 @@ class ModeSamples:
 def _leakage(modes: SmcModes, samples: dict) -> dict:
     model = modes.model
     value_vars = list(model.continuous_value_vars)
-    centres = np.array([m.approximation.mode.vector for m in modes.modes]) / modes.scale
+    centres = np.array([m.centre for m in modes.modes]) / modes.scale
     leakage = {}
     for k, idata in samples.items():
         draws = sampler_coordinates(idata.posterior, value_vars, model)

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import numpy as np
 import pandas as pd
@@ -92,9 +93,21 @@ class SmcMode:
         (``optimum.best.parameters``, ``log_posterior``, ``log_likelihood``).
     particles : tuple of (int, int)
         ``(run, particle)`` of every final particle assigned to the mode.
+    centre : numpy.ndarray
+        The mean of the mode's particles in the sampler's coordinates.
     approximation : LaplaceApproximation
         Mean and covariance of the mode in the sampler's coordinates (``hessian`` is
         ``"population"``, or ``"finite-differences"`` where the mode had too few particles).
+        Computed when first read: a mode with too few particles takes a maximisation and
+        finite differences of the gradient (seconds to minutes on an ODE model), which only
+        the modes sampled need. Two threads reading it first at once may both compute it
+        (the same result).
+
+    Raises
+    ------
+    ValueError
+        Reading ``approximation`` of a mode with too few particles whose optimum is not a
+        strict local maximum (a flat ridge): named, with the advice to leave it out.
     """
 
     rank: int
@@ -103,7 +116,12 @@ class SmcMode:
     run_weights: np.ndarray
     optimum: ModeCluster
     particles: tuple
-    approximation: LaplaceApproximation
+    centre: np.ndarray
+    approximate: Callable[[], LaplaceApproximation] = field(repr=False, compare=False)
+
+    @cached_property
+    def approximation(self) -> LaplaceApproximation:
+        return self.approximate()
 
     @property
     def log_posterior(self) -> float:
@@ -291,6 +309,18 @@ def _population_approximation(model, value_vars, positions: np.ndarray) -> Lapla
     return LaplaceApproximation(model, mode, covariance, "population")
 
 
+def _laplace_at_optimum(search: ModeSearchResult, rank: int, size: int) -> LaplaceApproximation:
+    """The Laplace approximation at mode ``rank``'s optimum (finite differences)."""
+    try:
+        return search.laplace(hessian="finite-differences", cluster=rank)
+    except ValueError as error:
+        raise ValueError(
+            f"mode {rank}: its {size} particles are too few for their covariance, and the "
+            f"Laplace approximation at its optimum failed ({error}); leave the mode out "
+            "(sample_smc_modes' min_weight) or give the runs more particles"
+        ) from error
+
+
 def smc_modes(
     problem_or_model,
     idata,
@@ -420,9 +450,9 @@ def smc_modes(
         members = np.flatnonzero(assigned == k)
         particles = tuple((int(m // count), int(m % count)) for m in members)
         if len(members) > d:
-            approximation = _population_approximation(model, value_vars, flat[members])
+            approximate = partial(_population_approximation, model, value_vars, flat[members])
         else:
-            approximation = search.laplace(hessian="finite-differences", cluster=k)
+            approximate = partial(_laplace_at_optimum, search, k, len(members))
         modes.append(
             SmcMode(
                 rank=k,
@@ -431,7 +461,8 @@ def smc_modes(
                 run_weights=shares[:, k].copy(),
                 optimum=cluster,
                 particles=particles,
-                approximation=approximation,
+                centre=flat[members].mean(axis=0),
+                approximate=approximate,
             )
         )
     failed_share = float(np.mean(label < 0))

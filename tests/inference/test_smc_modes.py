@@ -8,6 +8,7 @@ import xarray as xr
 from scipy import integrate
 
 from pymc_odesens.inference import sample_smc, sample_smc_modes, smc_modes
+from pymc_odesens.inference.mode_search import ModeSearchResult
 from pymc_odesens.inference.smc_modes import run_weighted_shares
 from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
 from tests.inference.test_smc import (
@@ -104,11 +105,14 @@ def test_a_run_that_lost_the_heavy_mode_does_not_count():
         run_weighted_shares(np.array([[1.0], [1.0]]), np.array([-1.0, np.nan]))
 
 
-def two_run_population(log_evidence) -> az.InferenceData:
-    """Particles of the symmetric decay model: run 0 all at k > 0, run 1 all at k < 0."""
+def two_run_population(log_evidence, negative_in_run_1: int = 12) -> az.InferenceData:
+    """Particles of the symmetric decay model: run 0 all at k > 0, run 1 with
+    ``negative_in_run_1`` of its 12 at k < 0."""
     rng = np.random.default_rng(5)
     magnitude = np.sqrt(0.7) + 0.03 * rng.normal(size=(2, 12))
-    k = magnitude * np.array([[1.0], [-1.0]])
+    sign = np.ones((2, 12))
+    sign[1, :negative_in_run_1] = -1.0
+    k = magnitude * sign
     x0 = 2.1 + 0.05 * rng.normal(size=(2, 12))
     posterior = xr.Dataset({"k": (("chain", "draw"), k), "x0": (("chain", "draw"), x0)})
     stats = xr.Dataset({"log_marginal_likelihood": ("chain", np.asarray(log_evidence, float))})
@@ -141,6 +145,31 @@ def test_modes_are_weighted_by_the_runs_evidence():
     no_evidence = az.InferenceData(posterior=two_run_population([0.0, 0.0]).posterior)
     with pytest.raises(ValueError, match="no sample_stats.log_marginal_likelihood per run"):
         smc_modes(symmetric_decay_model(), no_evidence, particles_per_run=1, n_workers=1)
+
+
+def test_a_mode_of_few_particles_is_approximated_only_when_read(monkeypatch):
+    """Two particles of 24 at k < 0 (fewer than coordinates + 1): that mode's Laplace
+    approximation is computed when read, so smc_modes does not fail where it would."""
+
+    def not_a_maximum(self, hessian="fisher", cluster=0, fd_step=1e-3):
+        raise ValueError("the negative Hessian has 1 eigenvalues that are not positive")
+
+    monkeypatch.setattr(ModeSearchResult, "laplace", not_a_maximum)
+    modes = smc_modes(
+        symmetric_decay_model(),
+        two_run_population([-9.0, -9.0], negative_in_run_1=2),
+        particles_per_run=12,
+        random_seed=1,
+        n_workers=1,
+    )
+    positive = [m for m in modes.modes if m.optimum.parameters["k"] > 0][0]
+    negative = [m for m in modes.modes if m.optimum.parameters["k"] < 0][0]
+    assert (len(positive.particles), len(negative.particles)) == (22, 2)
+    assert negative.weight == pytest.approx(1.0 / 12.0)
+    assert positive.approximation.hessian == "population"
+    np.testing.assert_allclose(positive.approximation.mode.vector, positive.centre)
+    with pytest.raises(ValueError, match=r"mode 1: its 2 particles are too few .* not positive"):
+        negative.approximation  # noqa: B018
 
 
 def test_start_values_are_particles_of_the_mode(linear_modes):
