@@ -95,16 +95,22 @@ class _Counted:
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise _OutOfTime
             self.evaluations += 1
+            metric_failed = False
             if self.with_metric:
                 value, gradient, metric = self.objective.fisher_information(x)
+                if not _finite(value, gradient, metric):
+                    # the forward sensitivities failed (their value too), or only the metric
+                    # did: the log-posterior by the model's own route may still be finite
+                    self.evaluations += 1
+                    value, gradient = self.objective.log_posterior_and_gradient(x)
+                    metric_failed = _finite(value, gradient)
+                    metric = None
+                    self.metric_failures += metric_failed
             else:
                 (value, gradient), metric = self.objective.log_posterior_and_gradient(x), None
-            finite = math.isfinite(value) and bool(np.all(np.isfinite(gradient)))
-            if finite and metric is not None:
-                finite = bool(np.all(np.isfinite(metric)))
-                self.metric_failures += not finite
+            finite = _finite(value, gradient) and not (self.with_metric and metric is None)
             self._x = np.array(x, dtype=float)
-            self._result = (value, gradient, metric, finite)
+            self._result = (value, gradient, metric, finite, metric_failed)
             if finite and value > self.best_value:
                 self.best_value, self.best_x = value, self._x
         return self._result
@@ -112,13 +118,7 @@ class _Counted:
     def metric_failed(self, x) -> bool:
         """The log-posterior and its gradient are finite at ``x``, the Fisher information
         is not."""
-        value, gradient, metric, finite = self._at(x)
-        return (
-            not finite
-            and metric is not None
-            and math.isfinite(value)
-            and bool(np.all(np.isfinite(gradient)))
-        )
+        return self._at(x)[4]
 
     def without_metric(self) -> None:
         """From now on, the log-posterior and its gradient alone (for L-BFGS-B)."""
@@ -126,7 +126,7 @@ class _Counted:
         self._x = self._result = None
 
     def value_and_gradient(self, x):
-        value, gradient, _, finite = self._at(x)
+        value, gradient, _, finite, _ = self._at(x)
         if not finite:
             return math.inf, np.zeros_like(x)
         return -value, -gradient
@@ -138,10 +138,14 @@ class _Counted:
         return self.value_and_gradient(x)[1]
 
     def hessian(self, x):
-        _, _, metric, finite = self._at(x)
+        _, _, metric, finite, _ = self._at(x)
         if not finite:
             return np.eye(x.size)
         return metric
+
+
+def _finite(*arrays) -> bool:
+    return all(bool(np.all(np.isfinite(a))) for a in arrays)
 
 
 def _projected_gradient_norm(x, gradient, lower, upper) -> float:
