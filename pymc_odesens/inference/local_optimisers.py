@@ -86,6 +86,7 @@ class _Counted:
         self.deadline = deadline
         self.evaluations = 0
         self.metric_failures = 0  # points with a finite log-posterior but no Fisher information
+        self.own_route = False  # after the trust region: not through the Fisher function
         self.best_value, self.best_x = -math.inf, None
         self._x = None
         self._result = None
@@ -102,12 +103,15 @@ class _Counted:
                     # the forward sensitivities failed (their value too), or only the metric
                     # did: the log-posterior by the model's own route may still be finite
                     self.evaluations += 1
-                    value, gradient = self.objective.log_posterior_and_gradient(x)
+                    value, gradient = self.objective.log_posterior_and_gradient(x, own_route=True)
                     metric_failed = _finite(value, gradient)
                     metric = None
                     self.metric_failures += metric_failed
             else:
-                (value, gradient), metric = self.objective.log_posterior_and_gradient(x), None
+                value, gradient = self.objective.log_posterior_and_gradient(
+                    x, own_route=self.own_route
+                )
+                metric = None
             finite = _finite(value, gradient) and not (self.with_metric and metric is None)
             self._x = np.array(x, dtype=float)
             self._result = (value, gradient, metric, finite, metric_failed)
@@ -121,8 +125,10 @@ class _Counted:
         return self._at(x)[4]
 
     def without_metric(self) -> None:
-        """From now on, the log-posterior and its gradient alone (for L-BFGS-B)."""
+        """From now on, the log-posterior and its gradient alone (for L-BFGS-B), by the
+        model's own route."""
         self.with_metric = False
+        self.own_route = True
         self._x = self._result = None
 
     def value_and_gradient(self, x):

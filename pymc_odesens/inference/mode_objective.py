@@ -223,9 +223,24 @@ class ModeObjective:
                 self._function = self._compile_log_posterior()
             return self._function
 
-    def log_posterior_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """The log-posterior (``jacobian=False``) and its gradient at ``x``."""
-        value, gradient, *_ = self._evaluator()(np.asarray(x, dtype=float))
+    def _own_function(self):
+        with self._lock:
+            if self._function is None:
+                self._function = self._compile_log_posterior()
+            return self._function
+
+    def log_posterior_and_gradient(
+        self, x: np.ndarray, own_route: bool = False
+    ) -> tuple[float, np.ndarray]:
+        """The log-posterior (``jacobian=False``) and its gradient at ``x``.
+
+        ``own_route=True``: by the log-posterior's own function (the model's route to the
+        gradient, an adjoint for instance), compiled on first use even where the Fisher
+        information's function, already compiled, could give them: where its forward
+        sensitivities fail, the model's route may not.
+        """
+        function = self._own_function() if own_route else self._evaluator()
+        value, gradient, *_ = function(np.asarray(x, dtype=float))
         return float(value), np.array(gradient, dtype=float)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, np.ndarray, float]:

@@ -108,6 +108,11 @@ def test_the_fisher_trust_region_compiles_one_function_that_gives_the_same_value
     assert from_fisher[0] == pytest.approx(from_own[0], rel=1e-13)
     np.testing.assert_allclose(from_fisher[1], from_own[1], rtol=1e-12, atol=1e-12)
     assert from_fisher[2] == pytest.approx(from_own[2], rel=1e-13)
+    # the model's own route on request, compiled then (where forward sensitivities fail)
+    by_own_route = objective.log_posterior_and_gradient(x, own_route=True)
+    assert objective._function is not None
+    assert by_own_route[0] == pytest.approx(from_own[0], rel=1e-13)
+    np.testing.assert_allclose(by_own_route[1], from_own[1], rtol=1e-12, atol=1e-12)
     a, b, s = (result.best.parameters[k] for k in ("a", "b", "s"))
     # PyMC's own log-density without the transforms' Jacobians (its normal and uniform
     # constants differ from scipy's by about 3e-8)
