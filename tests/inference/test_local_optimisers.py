@@ -5,6 +5,9 @@ import numpy as np
 import pytest
 
 from pymc_odesens.inference.local_optimisers import maximise_from
+from pymc_odesens.ops.failures import record_failure
+
+pytestmark = pytest.mark.filterwarnings("ignore::pymc_odesens.ops.failures.OdeSolverFailureWarning")
 
 OPTIMUM = np.array([2.0, 1.0])
 PRECISION = np.array([[3.0, 1.0], [1.0, 2.0]])
@@ -31,6 +34,7 @@ class Quadratic:
 
     def fisher_information(self, x):
         if x[0] > self.fisher_below:  # the forward-sensitivity solve failed, value and all
+            record_failure(RuntimeError("forward sensitivities: too many steps"), "Quadratic")
             return -np.inf, np.full(2, np.nan), np.full((2, 2), np.nan)
         value, gradient = self.log_posterior_and_gradient(x)
         return value, gradient, PRECISION
