@@ -28,7 +28,8 @@ model, or one without ODEs).
 - tempered sequential Monte Carlo with HMC moves and the model evidence
   (:func:`sample_smc`, ``smc*.py``), model comparison by Bayes factors
   (:func:`compare_models`, :func:`log_evidence`); the population's modes with their weights
-  (:func:`smc_modes`) and NUTS in each of them (:func:`sample_smc_modes`).
+  (:func:`smc_modes`) and NUTS in each of them (:func:`sample_smc_modes`), or NUTS seeded
+  by the whole population (:func:`sample_nuts_from_smc`).
 
 Everything here uses the Ops of :mod:`pymc_odesens.ops` only through a PyMC model.
 """
@@ -74,6 +75,7 @@ from pymc_odesens.inference.smc import SmcTimeLimitReached, sample_smc
 from pymc_odesens.inference.smc_evidence import log_evidence
 from pymc_odesens.inference.smc_mode_sampling import ModeSamples, sample_smc_modes
 from pymc_odesens.inference.smc_modes import SmcMode, SmcModes, smc_modes
+from pymc_odesens.inference.smc_seeded_nuts import sample_nuts_from_smc
 from pymc_odesens.inference.smmala import SMMALA
 from pymc_odesens.inference.time_limit import TimeLimit
 from pymc_odesens.inference.whitened_model import WhitenedModel, whitened_model
@@ -127,4 +129,5 @@ __all__ = [
     "SmcModes",
     "sample_smc_modes",
     "ModeSamples",
+    "sample_nuts_from_smc",
 ]

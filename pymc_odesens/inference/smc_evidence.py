@@ -28,7 +28,13 @@ import arviz as az
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["combined_log_evidence", "effective_runs", "evidence_weights", "log_evidence"]
+__all__ = [
+    "combined_log_evidence",
+    "effective_runs",
+    "evidence_weights",
+    "log_evidence",
+    "run_log_evidence",
+]
 
 
 def combined_log_evidence(per_run: np.ndarray) -> tuple[float, float]:
@@ -92,3 +98,27 @@ def log_evidence(idata: az.InferenceData) -> tuple[float, float]:
             f"got dims {stats['log_marginal_likelihood'].dims}"
         )
     return combined_log_evidence(values)
+
+
+def run_log_evidence(idata: az.InferenceData) -> np.ndarray:
+    """Each run's log evidence, ``idata.sample_stats.log_marginal_likelihood``.
+
+    Raises
+    ------
+    ValueError
+        It is missing, or not one finite value per run (``chain`` of the posterior).
+    """
+    stats = getattr(idata, "sample_stats", None)
+    if stats is None or "log_marginal_likelihood" not in stats:
+        raise ValueError(
+            "idata: no sample_stats.log_marginal_likelihood per run; the runs are weighed "
+            "by their evidence: give the result of sample_smc"
+        )
+    runs = idata.posterior.sizes["chain"]
+    values = np.asarray(stats["log_marginal_likelihood"].values, dtype=float).ravel()
+    if values.size != runs or not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"idata: expected a finite log evidence for each of the {runs} runs in "
+            f"sample_stats.log_marginal_likelihood, got {values.tolist()}"
+        )
+    return values

@@ -54,7 +54,7 @@ from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.multistart import find_modes
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
-from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights
+from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
 from pymc_odesens.inference.smc_mass_matrix import population_covariance
 
 __all__ = ["SmcMode", "SmcModes", "nearest", "run_weighted_shares", "smc_modes"]
@@ -292,11 +292,15 @@ def _check(idata, particles_per_run) -> None:
         raise ValueError(f"particles_per_run: expected an integer >= 1, got {particles_per_run!r}")
 
 
-def _population_approximation(model, value_vars, positions: np.ndarray) -> LaplaceApproximation:
-    """Mean and covariance (as the SMC moves' dense metric) of ``positions`` (rows)."""
+def population_approximation(
+    model, value_vars, positions: np.ndarray, weights: np.ndarray | None = None
+) -> LaplaceApproximation:
+    """Mean and covariance (as the SMC moves' dense metric) of ``positions`` (rows, the
+    sampler's coordinates), with ``weights`` (default: equal)."""
     n = len(positions)
-    mean = positions.mean(axis=0)
-    covariance = population_covariance(positions, np.ones(n))
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    mean = (w / w.sum()) @ positions
+    covariance = population_covariance(positions, w)
     mode = PosteriorMode(
         point=_split(mean, value_vars, model.initial_point()),
         vector=mean,
@@ -304,7 +308,7 @@ def _population_approximation(model, value_vars, positions: np.ndarray) -> Lapla
         log_density=float("nan"),
         gradient=np.zeros_like(mean),
         iterations=0,
-        message=f"mean of {n} SMC particles of the mode",
+        message=f"mean of {n} SMC particles",
     )
     return LaplaceApproximation(model, mode, covariance, "population")
 
@@ -381,7 +385,7 @@ def smc_modes(
             "the model the SMC run sampled"
         )
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
-    log_z = _run_log_evidence(idata, runs)
+    log_z = run_log_evidence(idata)
     rng = np.random.default_rng(random_seed)
     optimised = []
     for run in range(runs):
@@ -450,7 +454,7 @@ def smc_modes(
         members = np.flatnonzero(assigned == k)
         particles = tuple((int(m // count), int(m % count)) for m in members)
         if len(members) > d:
-            approximate = partial(_population_approximation, model, value_vars, flat[members])
+            approximate = partial(population_approximation, model, value_vars, flat[members])
         else:
             approximate = partial(_laplace_at_optimum, search, k, len(members))
         modes.append(
@@ -469,20 +473,3 @@ def smc_modes(
     return SmcModes(
         modes, search, optimised, posterior, failed_share, scale, all_run_weights, effective
     )
-
-
-def _run_log_evidence(idata, runs: int) -> np.ndarray:
-    """Each run's log evidence from ``idata.sample_stats.log_marginal_likelihood``."""
-    stats = getattr(idata, "sample_stats", None)
-    if stats is None or "log_marginal_likelihood" not in stats:
-        raise ValueError(
-            "idata: no sample_stats.log_marginal_likelihood per run; the modes' weights "
-            "weigh the runs by their evidence: give the result of sample_smc"
-        )
-    values = np.asarray(stats["log_marginal_likelihood"].values, dtype=float).ravel()
-    if values.size != runs or not np.all(np.isfinite(values)):
-        raise ValueError(
-            f"idata: expected a finite log evidence for each of the {runs} runs in "
-            f"sample_stats.log_marginal_likelihood, got {values.tolist()}"
-        )
-    return values

@@ -143,7 +143,7 @@ def test_modes_are_weighted_by_the_runs_evidence():
     np.testing.assert_allclose(lost.evidence_weights, [1.0, np.exp(-51.0)], rtol=1e-12)
     assert "1 effective runs" in repr(lost)
     no_evidence = az.InferenceData(posterior=two_run_population([0.0, 0.0]).posterior)
-    with pytest.raises(ValueError, match="no sample_stats.log_marginal_likelihood per run"):
+    with pytest.raises(ValueError, match="no sample_stats.log_marginal_likelihood per run; the runs are weighed"):
         smc_modes(symmetric_decay_model(), no_evidence, particles_per_run=1, n_workers=1)
 
 

@@ -1,0 +1,155 @@
+"""NUTS seeded by a tempered-SMC population: chain starts and a dense mass matrix.
+
+A :func:`~pymc_odesens.inference.sample_smc` result holds, at beta = 1, particles spread
+over the posterior. :func:`sample_nuts_from_smc` lets NUTS continue from them:
+
+- the runs count with their **evidence weights** ``Z_r / sum_s Z_s``
+  (:func:`~pymc_odesens.inference.smc_evidence.evidence_weights`): a run that lost the
+  region holding most of the posterior mass has a far lower evidence and gives neither
+  starts nor covariance;
+- the **mass matrix** starts as the particles' weighted covariance in the sampler's
+  coordinates (shrunk towards its diagonal as the SMC moves' dense metric), adapted during
+  tuning and anchored to it, so tuning can be short;
+- the **chains start** at distinct particles, drawn in proportion to their weights.
+
+This is the bridge for a posterior whose mass is in one connected region: NUTS then gives
+the draws and R-hat over chains checks them. Chains started in separated modes do not mix
+(R-hat says so): weigh such modes with :func:`~pymc_odesens.inference.smc_modes` and
+sample each with :func:`~pymc_odesens.inference.sample_smc_modes` instead.
+
+Threads: the function builds its own NUTS step; calling it from several threads at once
+runs independent samplings (PyMC's ``pm.sample`` with ``cores > 1`` starts processes).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import arviz as az
+import numpy as np
+
+from pymc_odesens.inference.model_source import model_source
+from pymc_odesens.inference.pooled_metric import sampler_coordinates
+from pymc_odesens.inference.sampling import sample
+from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
+from pymc_odesens.inference.smc_modes import population_approximation
+
+__all__ = ["sample_nuts_from_smc"]
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def sample_nuts_from_smc(
+    problem_or_model,
+    idata: az.InferenceData,
+    *,
+    draws: int = 1000,
+    tune: int = 300,
+    chains: int = 4,
+    cores: int | None = None,
+    target_accept: float = 0.8,
+    random_seed=None,
+    progressbar: bool = True,
+) -> az.InferenceData:
+    """NUTS started at the particles of an SMC result, with their covariance as mass matrix.
+
+    Parameters
+    ----------
+    problem_or_model : PetabProblem, pymc.Model or callable
+        The model ``idata`` was sampled from (as for :func:`smc_modes`).
+    idata : arviz.InferenceData
+        The result of ``sample_smc`` (its final particles, ``chain`` = run, and each run's
+        ``log_marginal_likelihood``).
+    draws, tune : int
+        Per chain, as for ``pm.sample`` (300 tuning steps: the mass matrix starts from the
+        population's covariance).
+    chains : int
+        Chains (4), each started at a distinct particle.
+    cores : int, optional
+        Processes, as for ``pm.sample``.
+    target_accept : float
+    random_seed : int, optional
+        The starts and the sampling.
+    progressbar : bool
+
+    Returns
+    -------
+    arviz.InferenceData
+        PyMC's result; ``posterior.attrs`` gains ``smc_evidence_weights`` (per run) and
+        ``smc_effective_runs``.
+
+    Raises
+    ------
+    ValueError
+        ``idata`` is not an SMC result, lacks a free variable of the model or a finite log
+        evidence per run; ``draws``, ``chains`` or ``tune`` invalid.
+
+    Warns
+    -----
+    RuntimeWarning
+        Fewer than two runs carry the evidence weight: the starts and the mass matrix come
+        from one run's population, and the other runs lost mass that this one holds.
+    """
+    posterior = getattr(idata, "posterior", None)
+    if posterior is None or "chain" not in posterior.dims or "draw" not in posterior.dims:
+        raise ValueError(
+            "idata: expected the result of sample_smc (a posterior with 'chain' = run and "
+            "'draw' = particle)"
+        )
+    draws = _positive_int(draws, "draws")
+    chains = _positive_int(chains, "chains")
+    if isinstance(tune, bool) or not isinstance(tune, int | np.integer) or tune < 0:
+        raise ValueError(f"tune: expected an integer >= 0, got {tune!r}")
+    model, _ = model_source(problem_or_model)
+    names = [rv.name for rv in model.free_RVs]
+    missing = sorted(set(names) - set(posterior.data_vars))
+    if missing:
+        raise ValueError(
+            f"idata: the posterior has no draws of the model's free variables {missing}; give "
+            "the model the SMC run sampled"
+        )
+    run_weight = evidence_weights(run_log_evidence(idata))
+    effective = effective_runs(run_weight)
+    runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
+    if runs > 1 and effective < 2.0:
+        warnings.warn(
+            f"sample_nuts_from_smc: the runs' log evidences "
+            f"{np.round(run_log_evidence(idata), 2).tolist()} disagree: {effective:.2f} "
+            f"effective runs (run {int(np.argmax(run_weight))} holds {run_weight.max():.3g}) "
+            "give the starts and the mass matrix; the other runs lost mass this one holds",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    value_vars = list(model.continuous_value_vars)
+    coordinates = sampler_coordinates(posterior, value_vars, model).reshape(runs * count, -1)
+    particle_weight = np.repeat(run_weight / count, count)
+    approximation = population_approximation(model, value_vars, coordinates, particle_weight)
+
+    start_seed, sample_seed = np.random.SeedSequence(random_seed).spawn(2)
+    rng = np.random.default_rng(start_seed)
+    probability = particle_weight / particle_weight.sum()
+    distinct = int(np.count_nonzero(probability > 1e-12))
+    chosen = rng.choice(runs * count, size=chains, replace=distinct < chains, p=probability)
+    initvals = [
+        {name: np.array(posterior[name].values[divmod(int(i), count)]) for name in names}
+        for i in chosen
+    ]
+    fit = sample(
+        draws,
+        model=model,
+        step=approximation.nuts_step(target_accept=target_accept),
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        init="adapt_diag",  # the particles are the starts: no jitter
+        initvals=initvals,
+        random_seed=int(sample_seed.generate_state(1)[0]),
+        progressbar=progressbar,
+    )
+    fit.posterior.attrs["smc_evidence_weights"] = run_weight.tolist()
+    fit.posterior.attrs["smc_effective_runs"] = effective
+    return fit
