@@ -57,7 +57,15 @@ from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
 from pymc_odesens.inference.smc_mass_matrix import population_covariance
 
-__all__ = ["SmcMode", "SmcModes", "nearest", "run_weighted_shares", "smc_modes"]
+__all__ = [
+    "SmcMode",
+    "SmcModes",
+    "check_population",
+    "nearest",
+    "population_approximation",
+    "run_weighted_shares",
+    "smc_modes",
+]
 
 
 def nearest(points: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -277,19 +285,24 @@ def run_weighted_shares(
     return weight, weight_se, run_weight, effective
 
 
-def _check(idata, particles_per_run) -> None:
+def check_population(idata, model: pm.Model | None):
+    """``idata``'s posterior, checked to be an SMC result (``chain`` = run, ``draw`` =
+    particle) with draws of every free variable of ``model`` (None: the shape alone);
+    errors name what is not."""
     posterior = getattr(idata, "posterior", None)
     if posterior is None or "chain" not in posterior.dims or "draw" not in posterior.dims:
         raise ValueError(
             "idata: expected the result of sample_smc (a posterior with 'chain' = run and "
             "'draw' = particle)"
         )
-    if (
-        isinstance(particles_per_run, bool)
-        or not isinstance(particles_per_run, int | np.integer)
-        or particles_per_run < 1
-    ):
-        raise ValueError(f"particles_per_run: expected an integer >= 1, got {particles_per_run!r}")
+    names = [rv.name for rv in model.free_RVs] if model is not None else []
+    missing = sorted(set(names) - set(posterior.data_vars))
+    if missing:
+        raise ValueError(
+            f"idata: the posterior has no draws of the model's free variables {missing}; give "
+            "the model the SMC run sampled"
+        )
+    return posterior
 
 
 def population_approximation(
@@ -374,16 +387,16 @@ def smc_modes(
         more than about one unit): the weights rest on one run's population and their
         error is NaN.
     """
-    _check(idata, particles_per_run)
-    posterior = idata.posterior
+    check_population(idata, None)  # before the model is built
     model, factory = model_source(problem_or_model)
+    posterior = check_population(idata, model)
+    if (
+        isinstance(particles_per_run, bool)
+        or not isinstance(particles_per_run, int | np.integer)
+        or particles_per_run < 1
+    ):
+        raise ValueError(f"particles_per_run: expected an integer >= 1, got {particles_per_run!r}")
     names = [rv.name for rv in model.free_RVs]
-    missing = sorted(set(names) - set(posterior.data_vars))
-    if missing:
-        raise ValueError(
-            f"idata: the posterior has no draws of the model's free variables {missing}; give "
-            "the model the SMC run sampled"
-        )
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
     log_z = run_log_evidence(idata)
     rng = np.random.default_rng(random_seed)

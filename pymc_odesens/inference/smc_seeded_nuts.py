@@ -32,7 +32,7 @@ from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.sampling import sample
 from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
-from pymc_odesens.inference.smc_modes import population_approximation
+from pymc_odesens.inference.smc_modes import check_population, population_approximation
 
 __all__ = ["sample_nuts_from_smc"]
 
@@ -94,24 +94,14 @@ def sample_nuts_from_smc(
         Fewer than two runs carry the evidence weight: the starts and the mass matrix come
         from one run's population, and the other runs lost mass that this one holds.
     """
-    posterior = getattr(idata, "posterior", None)
-    if posterior is None or "chain" not in posterior.dims or "draw" not in posterior.dims:
-        raise ValueError(
-            "idata: expected the result of sample_smc (a posterior with 'chain' = run and "
-            "'draw' = particle)"
-        )
     draws = _positive_int(draws, "draws")
     chains = _positive_int(chains, "chains")
     if isinstance(tune, bool) or not isinstance(tune, int | np.integer) or tune < 0:
         raise ValueError(f"tune: expected an integer >= 0, got {tune!r}")
+    check_population(idata, None)  # before the model is built
     model, _ = model_source(problem_or_model)
+    posterior = check_population(idata, model)
     names = [rv.name for rv in model.free_RVs]
-    missing = sorted(set(names) - set(posterior.data_vars))
-    if missing:
-        raise ValueError(
-            f"idata: the posterior has no draws of the model's free variables {missing}; give "
-            "the model the SMC run sampled"
-        )
     run_weight = evidence_weights(run_log_evidence(idata))
     effective = effective_runs(run_weight)
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
