@@ -100,7 +100,7 @@ class _Counted:
             self.evaluations += 1
             metric_failed = False
             if self.with_metric:
-                solver_failures = failure_total()
+                solver_failures = failure_total()  # (another thread's failure: one more call)
                 value, gradient, metric = self.objective.fisher_information(x)
                 if not _finite(value, gradient, metric):
                     if _finite(value, gradient):  # the metric alone failed
@@ -320,7 +320,8 @@ def _trust_region(counted, x, bounds, max_iterations, gradient_tolerance) -> Loc
     # Stopped short of a small projected gradient after the Fisher information failed at
     # some points: rejected steps there shrink the region to nothing, or until the accepted
     # ones barely move. (Without such failures a region that shrinks to nothing is at the
-    # limit of the solutions' accuracy: L-BFGS-B did no better there on Fujita.)
+    # limit of the solutions' accuracy, or in a region as hard for L-BFGS-B: on Fujita it
+    # gained 3.4 log-units there, from -792.6, the best optimum being near 0.)
     shrank = message.startswith("the trust region shrank")
     stalled = converged and counted.metric_failures > 0
     gradient_norm = _projected_gradient_norm(x, -gradient, lower, upper)

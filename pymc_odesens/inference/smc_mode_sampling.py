@@ -150,7 +150,7 @@ def sample_smc_modes(
     draws: int = 1000,
     tune: int = 500,
     chains_per_mode: int = 2,
-    min_weight: float = 0.0,
+    min_weight: float = 1e-6,
     target_accept: float = 0.8,
     cores: int | None = None,
     random_seed=None,
@@ -168,6 +168,9 @@ def sample_smc_modes(
         Chains per mode (2), each started at a distinct particle of the mode.
     min_weight : float
         Modes of smaller SMC weight are not sampled (their weight goes to the others).
+        1e-6 by default: with the runs weighed by their evidence, the modes of a run that
+        lost the heavy one weigh 1e-80 and less (Fujita), and none of their draws would
+        enter a mixture of fewer than a million.
     target_accept : float
     cores : int, optional
         Processes per mode's sampling, as for ``pm.sample``.

@@ -90,7 +90,6 @@ class SmcMode:
     weight : float
         The mode's share of the posterior: the runs' shares of their optimised particles
         that reached it, averaged with the runs' evidence weights (module docstring).
-        Unknown modes hold no weight: a mode no run found is not in this table.
     weight_se : float
         Its standard error from the runs' spread (NaN for one run, or when fewer than two
         runs carry the evidence weight).

@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 from scipy import integrate
 
-from pymc_odesens.inference import sample_smc, sample_smc_modes, smc_modes
+from pymc_odesens.inference import sample_smc, sample_smc_modes, smc_mode_sampling, smc_modes
 from pymc_odesens.inference.mode_search import ModeSearchResult
 from pymc_odesens.inference.smc_modes import run_weighted_shares
 from tests.inference.smc_models import SMC_OPTIONS, X, Y, linear_model
@@ -119,7 +119,7 @@ def two_run_population(log_evidence, negative_in_run_1: int = 12) -> az.Inferenc
     return az.InferenceData(posterior=posterior, sample_stats=stats)
 
 
-def test_modes_are_weighted_by_the_runs_evidence():
+def test_modes_are_weighted_by_the_runs_evidence(monkeypatch):
     agreeing = smc_modes(
         symmetric_decay_model(),
         two_run_population([-9.0, -9.0]),
@@ -140,10 +140,26 @@ def test_modes_are_weighted_by_the_runs_evidence():
         )
     positive = [m for m in lost.modes if m.optimum.parameters["k"] > 0][0]
     assert positive.weight == pytest.approx(1.0) and np.isnan(positive.weight_se)
+    # NUTS runs in the positive mode only: the other weighs exp(-51) < min_weight = 1e-6
+    sampled = []
+
+    def record(draws, **kwargs):
+        sampled.append([start["k"] for start in kwargs["initvals"]])
+        starts = kwargs["initvals"]
+        return az.from_dict(
+            posterior={name: np.array([[start[name] for start in starts]]) for name in starts[0]}
+        )
+
+    monkeypatch.setattr(smc_mode_sampling, "sample", record)
+    samples = sample_smc_modes(lost, chains_per_mode=2, cores=1, progressbar=False)
+    assert len(sampled) == 1 and np.all(np.array(sampled[0]) > 0)
+    assert samples.weights == {positive.rank: 1.0}
     np.testing.assert_allclose(lost.evidence_weights, [1.0, np.exp(-51.0)], rtol=1e-12)
     assert "1 effective runs" in repr(lost)
     no_evidence = az.InferenceData(posterior=two_run_population([0.0, 0.0]).posterior)
-    with pytest.raises(ValueError, match="no sample_stats.log_marginal_likelihood per run; the runs are weighed"):
+    with pytest.raises(
+        ValueError, match="no sample_stats.log_marginal_likelihood per run; the runs are weighed"
+    ):
         smc_modes(symmetric_decay_model(), no_evidence, particles_per_run=1, n_workers=1)
 
 
