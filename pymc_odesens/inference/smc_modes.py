@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
+from pymc_odesens.inference.arguments import positive_int
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
 from pymc_odesens.inference.mode_metric import PosteriorMode, _split
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
@@ -389,12 +390,7 @@ def smc_modes(
     check_population(idata, None)  # before the model is built
     model, factory = model_source(problem_or_model)
     posterior = check_population(idata, model)
-    if (
-        isinstance(particles_per_run, bool)
-        or not isinstance(particles_per_run, int | np.integer)
-        or particles_per_run < 1
-    ):
-        raise ValueError(f"particles_per_run: expected an integer >= 1, got {particles_per_run!r}")
+    particles_per_run = positive_int("particles_per_run", particles_per_run)
     names = [rv.name for rv in model.free_RVs]
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
     log_z = run_log_evidence(idata)

@@ -28,6 +28,7 @@ import warnings
 import arviz as az
 import numpy as np
 
+from pymc_odesens.inference.arguments import positive_int
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.sampling import sample
@@ -35,12 +36,6 @@ from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights
 from pymc_odesens.inference.smc_modes import check_population, population_approximation
 
 __all__ = ["sample_nuts_from_smc"]
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def sample_nuts_from_smc(
@@ -94,10 +89,9 @@ def sample_nuts_from_smc(
         Fewer than two runs carry the evidence weight: the starts and the mass matrix come
         from one run's population, and the other runs lost mass that this one holds.
     """
-    draws = _positive_int(draws, "draws")
-    chains = _positive_int(chains, "chains")
-    if isinstance(tune, bool) or not isinstance(tune, int | np.integer) or tune < 0:
-        raise ValueError(f"tune: expected an integer >= 0, got {tune!r}")
+    draws = positive_int("draws", draws)
+    chains = positive_int("chains", chains)
+    tune = positive_int("tune", tune, 0)
     check_population(idata, None)  # before the model is built
     model, _ = model_source(problem_or_model)
     posterior = check_population(idata, model)

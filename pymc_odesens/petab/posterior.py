@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pymc as pm
 
+from pymc_odesens.inference.arguments import positive_int
 from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
 from pymc_odesens.inference.executor_choice import check_executor
 from pymc_odesens.inference.laplace_start import laplace_approximation
@@ -97,12 +98,6 @@ REPORT_FIELDS = {
 def _say(progressbar: bool, text: str) -> None:
     if progressbar:
         print(f"sample_posterior: {text}", file=sys.stderr, flush=True)
-
-
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _check_arguments(
@@ -361,17 +356,17 @@ def sample_posterior(
         nominal_start,
         whiten,
     )
-    n_starts = _positive_int("n_starts", n_starts)
-    chains = _positive_int("chains", chains, 2)
+    n_starts = positive_int("n_starts", n_starts)
+    chains = positive_int("chains", chains, 2)
     if draws is None:
         draws = CHECK_EVERY[sampler]
-    draws = _positive_int("draws", draws)
-    tune = _positive_int("tune", tune, 0)
+    draws = positive_int("draws", draws)
+    tune = positive_int("tune", tune, 0)
     if cores is not None:
-        cores = _positive_int("cores", cores)
+        cores = positive_int("cores", cores)
     if max_draws is None:
         max_draws = max(MAX_DRAWS, draws)
-    max_draws = _positive_int("max_draws", max_draws)
+    max_draws = positive_int("max_draws", max_draws)
     if max_draws < draws:
         raise ValueError(f"max_draws: expected at least draws ({draws}), got {max_draws}")
     seeds = np.random.SeedSequence(random_seed).generate_state(3)
