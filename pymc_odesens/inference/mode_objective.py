@@ -217,11 +217,9 @@ class ModeObjective:
         function, or the Fisher information's when only that one is compiled (it gives the
         same three first; compiling the other would cost as much again)."""
         with self._lock:
-            if self._function is None:
-                if self._fisher_function is not None:
-                    return self._fisher_function
-                self._function = self._compile_log_posterior()
-            return self._function
+            if self._function is None and self._fisher_function is not None:
+                return self._fisher_function
+        return self._own_function()
 
     def _own_function(self):
         with self._lock:

@@ -24,6 +24,8 @@ equal-weight average of the runs would keep its population.
 
 from __future__ import annotations
 
+import warnings
+
 import arviz as az
 import numpy as np
 from scipy.special import logsumexp
@@ -34,6 +36,7 @@ __all__ = [
     "evidence_weights",
     "log_evidence",
     "run_log_evidence",
+    "warn_if_one_run",
 ]
 
 
@@ -70,6 +73,25 @@ def effective_runs(weights: np.ndarray) -> float:
     are worth; 1 when one run holds all the weight."""
     weights = np.asarray(weights, dtype=float)
     return float(1.0 / np.sum(weights**2))
+
+
+def warn_if_one_run(
+    caller: str, log_evidence: np.ndarray, weights: np.ndarray, consequence: str
+) -> float:
+    """The effective number of runs of ``weights``; below 2 (with several runs) a
+    ``RuntimeWarning`` from ``caller`` names the runs' log evidences, the run that holds the
+    weight, and ``consequence``."""
+    effective = effective_runs(weights)
+    if len(weights) > 1 and effective < 2.0:
+        warnings.warn(
+            f"{caller}: the runs' log evidences {np.round(log_evidence, 2).tolist()} disagree: "
+            f"{effective:.2f} effective runs carry the weight (run {int(np.argmax(weights))} "
+            f"holds {np.max(weights):.3g}), so {consequence}. The other runs lost mass that "
+            "this one holds: give the runs more particles",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return effective
 
 
 def log_evidence(idata: az.InferenceData) -> tuple[float, float]:

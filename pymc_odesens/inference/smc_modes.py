@@ -39,7 +39,6 @@ after it is built, so its methods are safe to call concurrently.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -55,7 +54,12 @@ from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.multistart import find_modes
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
-from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
+from pymc_odesens.inference.smc_evidence import (
+    effective_runs,
+    evidence_weights,
+    run_log_evidence,
+    warn_if_one_run,
+)
 from pymc_odesens.inference.smc_mass_matrix import population_covariance
 
 __all__ = [
@@ -434,17 +438,12 @@ def smc_modes(
     weight, weight_se, run_weight, effective = run_weighted_shares(shares[valid], log_z[valid])
     all_run_weights = np.zeros(runs)
     all_run_weights[valid] = run_weight
-    if valid.sum() > 1 and effective < 2.0:
-        warnings.warn(
-            f"smc_modes: the runs' log evidences {np.round(log_z, 2).tolist()} disagree: "
-            f"{effective:.2f} effective runs carry the weights (run "
-            f"{int(np.argmax(all_run_weights))} holds {all_run_weights.max():.3g}), so the "
-            "modes' weights rest on one run's population and their error is unknown (NaN). "
-            "The other runs lost modes that hold most of the posterior mass: give the runs "
-            "more particles",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    warn_if_one_run(
+        "smc_modes",
+        log_z[valid],
+        run_weight,
+        "the modes' weights rest on one run's population and their error is unknown (NaN)",
+    )
 
     # every particle to the mode of its nearest optimised particle
     value_vars = list(model.continuous_value_vars)

@@ -23,8 +23,6 @@ runs independent samplings (PyMC's ``pm.sample`` with ``cores > 1`` starts proce
 
 from __future__ import annotations
 
-import warnings
-
 import arviz as az
 import numpy as np
 
@@ -32,7 +30,7 @@ from pymc_odesens.inference.arguments import positive_int
 from pymc_odesens.inference.model_source import model_source
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.sampling import sample
-from pymc_odesens.inference.smc_evidence import effective_runs, evidence_weights, run_log_evidence
+from pymc_odesens.inference.smc_evidence import evidence_weights, run_log_evidence, warn_if_one_run
 from pymc_odesens.inference.smc_modes import check_population, population_approximation
 
 __all__ = ["sample_nuts_from_smc"]
@@ -96,18 +94,15 @@ def sample_nuts_from_smc(
     model, _ = model_source(problem_or_model)
     posterior = check_population(idata, model)
     names = [rv.name for rv in model.free_RVs]
-    run_weight = evidence_weights(run_log_evidence(idata))
-    effective = effective_runs(run_weight)
+    log_z = run_log_evidence(idata)
+    run_weight = evidence_weights(log_z)
+    effective = warn_if_one_run(
+        "sample_nuts_from_smc",
+        log_z,
+        run_weight,
+        "its population gives the starts and the mass matrix",
+    )
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
-    if runs > 1 and effective < 2.0:
-        warnings.warn(
-            f"sample_nuts_from_smc: the runs' log evidences "
-            f"{np.round(run_log_evidence(idata), 2).tolist()} disagree: {effective:.2f} "
-            f"effective runs (run {int(np.argmax(run_weight))} holds {run_weight.max():.3g}) "
-            "give the starts and the mass matrix; the other runs lost mass this one holds",
-            RuntimeWarning,
-            stacklevel=2,
-        )
     value_vars = list(model.continuous_value_vars)
     coordinates = sampler_coordinates(posterior, value_vars, model).reshape(runs * count, -1)
     particle_weight = np.repeat(run_weight / count, count)
