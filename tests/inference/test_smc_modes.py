@@ -119,39 +119,45 @@ def two_run_population(log_evidence, negative_in_run_1: int = 12) -> az.Inferenc
     return az.InferenceData(posterior=posterior, sample_stats=stats)
 
 
-def test_modes_are_weighted_by_the_runs_evidence(monkeypatch):
-    agreeing = smc_modes(
-        symmetric_decay_model(),
-        two_run_population([-9.0, -9.0]),
-        particles_per_run=3,
-        random_seed=1,
-        n_workers=1,
-    )
-    assert len(agreeing.modes) == 2
-    assert [m.weight for m in agreeing.modes] == pytest.approx([0.5, 0.5])
-    assert [m.weight_se for m in agreeing.modes] == pytest.approx([0.5, 0.5])
-    with pytest.warns(RuntimeWarning, match=r"log evidences \[-9.0, -60.0\] disagree: 1.00"):
-        lost = smc_modes(
-            symmetric_decay_model(),
-            two_run_population([-9.0, -60.0]),
-            particles_per_run=3,
-            random_seed=1,
-            n_workers=1,
-        )
-    positive = [m for m in lost.modes if m.optimum.parameters["k"] > 0][0]
-    assert positive.weight == pytest.approx(1.0) and np.isnan(positive.weight_se)
-    # NUTS runs in the positive mode only: the other weighs exp(-51) < min_weight = 1e-6
-    sampled = []
+def spy_on_sampling(monkeypatch, module) -> list[dict]:
+    """Replaces ``module.sample`` by a record of each call's arguments; each call returns a
+    posterior of one chain whose draws are the chains' starts."""
+    calls = []
 
     def record(draws, **kwargs):
-        sampled.append([start["k"] for start in kwargs["initvals"]])
+        calls.append(dict(kwargs, draws=draws))
         starts = kwargs["initvals"]
         return az.from_dict(
             posterior={name: np.array([[start[name] for start in starts]]) for name in starts[0]}
         )
 
-    monkeypatch.setattr(smc_mode_sampling, "sample", record)
+    monkeypatch.setattr(module, "sample", record)
+    return calls
+
+
+def decay_modes(log_evidence) -> object:
+    return smc_modes(
+        symmetric_decay_model(),
+        two_run_population(log_evidence),
+        particles_per_run=3,
+        random_seed=1,
+        n_workers=1,
+    )
+
+
+def test_modes_are_weighted_by_the_runs_evidence(monkeypatch):
+    agreeing = decay_modes([-9.0, -9.0])
+    assert len(agreeing.modes) == 2
+    assert [m.weight for m in agreeing.modes] == pytest.approx([0.5, 0.5])
+    assert [m.weight_se for m in agreeing.modes] == pytest.approx([0.5, 0.5])
+    with pytest.warns(RuntimeWarning, match=r"log evidences \[-9.0, -60.0\] disagree: 1.00"):
+        lost = decay_modes([-9.0, -60.0])
+    positive = [m for m in lost.modes if m.optimum.parameters["k"] > 0][0]
+    assert positive.weight == pytest.approx(1.0) and np.isnan(positive.weight_se)
+    # NUTS runs in the positive mode only: the other weighs exp(-51) < min_weight = 1e-6
+    calls = spy_on_sampling(monkeypatch, smc_mode_sampling)
     samples = sample_smc_modes(lost, chains_per_mode=2, cores=1, progressbar=False)
+    sampled = [[start["k"] for start in call["initvals"]] for call in calls]
     assert len(sampled) == 1 and np.all(np.array(sampled[0]) > 0)
     assert samples.weights == {positive.rank: 1.0}
     np.testing.assert_allclose(lost.evidence_weights, [1.0, np.exp(-51.0)], rtol=1e-12)

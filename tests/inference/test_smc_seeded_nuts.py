@@ -8,7 +8,11 @@ import pytest
 from pymc_odesens.inference import sample_nuts_from_smc, sample_smc, smc_seeded_nuts
 from tests.inference.smc_models import SMC_OPTIONS, linear_model
 from tests.inference.test_smc import symmetric_decay_model
-from tests.inference.test_smc_modes import conjugate_posterior, two_run_population
+from tests.inference.test_smc_modes import (
+    conjugate_posterior,
+    spy_on_sampling,
+    two_run_population,
+)
 
 
 def test_nuts_from_the_population_reaches_the_conjugate_posterior():
@@ -34,32 +38,27 @@ def test_nuts_from_the_population_reaches_the_conjugate_posterior():
     assert 2.0 < nuts.posterior.attrs["smc_effective_runs"] <= 3.0
 
 
-def _spy(monkeypatch) -> dict:
+def _spy(monkeypatch) -> tuple[dict, list]:
     """Replaces the sampling by a record of its arguments (and a posterior of the starts),
     and records the mass matrix's approximation."""
+    calls = spy_on_sampling(monkeypatch, smc_seeded_nuts)
     seen = {}
     approximate = smc_seeded_nuts.population_approximation
-
-    def record(draws, **kwargs):
-        seen.update(kwargs, draws=draws)
-        k = np.array([[start["k"] for start in kwargs["initvals"]]])
-        return az.from_dict(posterior={"k": k})
 
     def approximation(*args, **kwargs):
         seen["approximation"] = approximate(*args, **kwargs)
         return seen["approximation"]
 
-    monkeypatch.setattr(smc_seeded_nuts, "sample", record)
     monkeypatch.setattr(smc_seeded_nuts, "population_approximation", approximation)
-    return seen
+    return seen, calls
 
 
 def test_a_run_that_lost_the_heavy_mode_gives_no_start_and_no_covariance(monkeypatch):
-    seen = _spy(monkeypatch)
+    seen, calls = _spy(monkeypatch)
     lost = two_run_population([-9.0, -60.0])  # run 0 at k > 0, run 1 at k < 0
     with pytest.warns(RuntimeWarning, match=r"log evidences \[-9.0, -60.0\] disagree: 1.00"):
         sample_nuts_from_smc(symmetric_decay_model(), lost, chains=6, random_seed=2)
-    starts = np.array([start["k"] for start in seen["initvals"]])
+    starts = np.array([start["k"] for start in calls[-1]["initvals"]])
     assert np.all(starts > 0) and len(set(starts)) == 6
     # the mass matrix: run 0's particles alone (k's sd 0.03; with run 1's, 0.85)
     k_sd = np.sqrt(seen["approximation"].covariance[0, 0])
@@ -70,7 +69,7 @@ def test_a_run_that_lost_the_heavy_mode_gives_no_start_and_no_covariance(monkeyp
 
     agreeing = two_run_population([-9.0, -9.0])
     sample_nuts_from_smc(symmetric_decay_model(), agreeing, chains=6, random_seed=2)
-    starts = np.array([start["k"] for start in seen["initvals"]])
+    starts = np.array([start["k"] for start in calls[-1]["initvals"]])
     assert np.any(starts > 0) and np.any(starts < 0)
     assert np.sqrt(seen["approximation"].covariance[0, 0]) > 0.5
 
