@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from pymc_odesens.inference.arguments import positive_int
+from pymc_odesens.inference.arguments import positive_int, weight_threshold
 from pymc_odesens.inference.pooled_metric import sampler_coordinates
 from pymc_odesens.inference.sampling import sample
 from pymc_odesens.inference.smc_modes import SmcModes, nearest
@@ -191,8 +191,7 @@ def sample_smc_modes(
     if not isinstance(modes, SmcModes):
         raise TypeError(f"modes: expected the result of smc_modes, got {type(modes).__name__}")
     chains_per_mode = positive_int("chains_per_mode", chains_per_mode)
-    if not (isinstance(min_weight, int | float) and 0.0 <= min_weight < 1.0):
-        raise ValueError(f"min_weight: expected a number in [0, 1), got {min_weight!r}")
+    min_weight = weight_threshold("min_weight", min_weight)
     chosen = [m.rank for m in modes.modes if m.weight > min_weight]
     if not chosen:
         raise ValueError(

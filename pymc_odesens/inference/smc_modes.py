@@ -20,7 +20,10 @@ those modes and weighs them:
    error cannot be estimated: it is NaN and a ``RuntimeWarning`` names the runs' log
    evidences. A run that lost a mode holding most of the posterior mass has a far lower
    evidence, and its population does not count; an equal-weight mean of the runs' shares
-   would give its modes the weight of a whole run.
+   would give its modes the weight of a whole run. A run whose evidence weight is below
+   ``min_run_weight`` is not optimised at all (its maximisations could move no weight by
+   more than its own evidence weight): its particles belong to no mode, and the weights
+   are those of the other runs (each off by at most the skipped runs' total weight).
 3. **Starts and mass matrices**: every final particle joins the mode of its nearest
    optimised particle (in the sampler's coordinates, each scaled by the population's
    standard deviation); a mode's particles are its chains' starts, and their covariance
@@ -47,7 +50,7 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
-from pymc_odesens.inference.arguments import positive_int
+from pymc_odesens.inference.arguments import positive_int, weight_threshold
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
 from pymc_odesens.inference.mode_metric import PosteriorMode, _split
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
@@ -99,7 +102,7 @@ class SmcMode:
         Its standard error from the runs' spread (NaN for one run, or when fewer than two
         runs carry the evidence weight).
     run_weights : numpy.ndarray
-        Each run's share.
+        Each run's share (NaN for a run not optimised: ``SmcModes.skipped_runs``).
     optimum : ModeCluster
         The optimised particles that reached the mode, with the best of them
         (``optimum.best.parameters``, ``log_posterior``, ``log_likelihood``).
@@ -165,9 +168,12 @@ class SmcModes:
         they have none): the units in which "nearest" is measured.
     evidence_weights : numpy.ndarray
         Each run's weight ``Z_r / sum_s Z_s`` in the modes' weights (0 for a run none of
-        whose maximisations succeeded).
+        whose maximisations succeeded, and for a skipped run).
     effective_runs : float
         ``1 / sum_r w_r^2`` of these weights: how many runs of equal weight they are worth.
+    skipped_runs : tuple of int
+        The runs not optimised because their evidence weight among all runs was below
+        ``smc_modes``' ``min_run_weight``; their particles belong to no mode.
     """
 
     def __init__(
@@ -180,6 +186,7 @@ class SmcModes:
         scale,
         evidence_weights,
         effective_runs,
+        skipped_runs=(),
     ) -> None:
         self.modes = tuple(modes)
         self.search = search
@@ -189,6 +196,7 @@ class SmcModes:
         self.scale = np.asarray(scale, dtype=float)
         self.evidence_weights = np.asarray(evidence_weights, dtype=float)
         self.effective_runs = float(effective_runs)
+        self.skipped_runs = tuple(int(r) for r in skipped_runs)
 
     @property
     def model(self) -> pm.Model:
@@ -347,6 +355,7 @@ def smc_modes(
     idata,
     *,
     particles_per_run: int = 20,
+    min_run_weight: float = 1e-8,
     random_seed=None,
     method: str = "auto",
     n_workers: int | None = None,
@@ -367,6 +376,12 @@ def smc_modes(
     particles_per_run : int
         Particles of each run whose local maximisation decides the weights (20). The
         weights' error shrinks as ``1 / sqrt(runs * particles_per_run)``.
+    min_run_weight : float
+        Runs whose evidence weight ``Z_r / sum_s Z_s`` is below this (1e-8) are not
+        optimised (``SmcModes.skipped_runs``): on a population whose runs disagree, most
+        maximisations would be spent on runs that weigh nothing. Each mode's weight then
+        differs from the one with every run optimised by at most the skipped runs' total
+        weight. 0 optimises every run; the run of the highest evidence is always optimised.
     random_seed : int, optional
         Which particles are optimised.
     method, n_workers, executor, objective_tolerance, parameter_tolerance, max_iterations,
@@ -381,8 +396,9 @@ def smc_modes(
     ------
     ValueError
         ``idata`` is not an SMC result (named), ``particles_per_run`` is not a positive
-        integer, the posterior lacks a free variable of the model, ``idata`` has no finite
-        log evidence per run, or every maximisation failed.
+        integer, ``min_run_weight`` is not in [0, 1), the posterior lacks a free variable
+        of the model, ``idata`` has no finite log evidence per run, or every maximisation
+        failed.
 
     Warns
     -----
@@ -395,15 +411,21 @@ def smc_modes(
     model, factory = model_source(problem_or_model)
     posterior = check_population(idata, model)
     particles_per_run = positive_int("particles_per_run", particles_per_run)
+    min_run_weight = weight_threshold("min_run_weight", min_run_weight)
     names = [rv.name for rv in model.free_RVs]
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
     log_z = run_log_evidence(idata)
+    consequence = "the modes' weights rest on one run's population and their error is unknown"
+    evidence = evidence_weights(log_z)
+    warned = warn_if_one_run("smc_modes", log_z, evidence, consequence + " (NaN)")
+    kept = evidence >= min_run_weight
+    kept[np.argmax(log_z)] = True
     rng = np.random.default_rng(random_seed)
     optimised = []
-    for run in range(runs):
+    for run in np.flatnonzero(kept):
         size = min(int(particles_per_run), count)
         for particle in np.sort(rng.choice(count, size=size, replace=False)):
-            optimised.append((run, int(particle)))
+            optimised.append((int(run), int(particle)))
     search: ModeSearchResult = find_modes(
         _Built(model, factory),
         0,
@@ -427,33 +449,34 @@ def smc_modes(
     cluster_of = {i: k for k, c in enumerate(search.clusters) for i in c.members}
     label = np.array([cluster_of.get(i, -1) for i in range(len(optimised))])
 
-    # weights: each run's shares among its optimised particles that did not fail
+    # weights: each optimised run's shares among its particles whose maximisation succeeded
     run_of = np.array([run for run, _ in optimised])
-    shares = np.zeros((runs, len(search.clusters)))
-    for run in range(runs):
+    shares = np.full((runs, len(search.clusters)), np.nan)
+    valid = np.zeros(runs, dtype=bool)
+    for run in np.flatnonzero(kept):
         mine = label[(run_of == run) & (label >= 0)]
+        shares[run] = 0.0
         if mine.size:
             shares[run] = np.bincount(mine, minlength=len(search.clusters)) / mine.size
-    valid = np.array([np.any((run_of == run) & (label >= 0)) for run in range(runs)])
+            valid[run] = True
     weight, weight_se, run_weight, effective = run_weighted_shares(shares[valid], log_z[valid])
     all_run_weights = np.zeros(runs)
     all_run_weights[valid] = run_weight
-    warn_if_one_run(
-        "smc_modes",
-        log_z[valid],
-        run_weight,
-        "the modes' weights rest on one run's population and their error is unknown (NaN)",
-    )
+    if warned >= 2.0:  # runs whose maximisations all failed no longer count
+        warn_if_one_run("smc_modes", log_z[valid], run_weight, consequence + " (NaN)")
 
     # every particle to the mode of its nearest optimised particle
+    # (the optimised runs' particles only: a skipped run's may lie far from every optimum)
     value_vars = list(model.continuous_value_vars)
     coordinates = sampler_coordinates(posterior, value_vars, model)  # (runs, count, d)
     flat = coordinates.reshape(runs * count, -1)
-    scale = flat.std(axis=0)
+    in_kept = np.repeat(kept, count)
+    scale = flat[in_kept].std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     ok = np.flatnonzero(label >= 0)
     anchors = np.array([coordinates[optimised[i]] for i in ok])
-    assigned = label[ok][nearest(flat / scale, anchors / scale)]
+    assigned = np.full(runs * count, -1)
+    assigned[in_kept] = label[ok][nearest(flat[in_kept] / scale, anchors / scale)]
 
     modes = []
     d = flat.shape[1]
@@ -478,5 +501,13 @@ def smc_modes(
         )
     failed_share = float(np.mean(label < 0))
     return SmcModes(
-        modes, search, optimised, posterior, failed_share, scale, all_run_weights, effective
+        modes,
+        search,
+        optimised,
+        posterior,
+        failed_share,
+        scale,
+        all_run_weights,
+        effective,
+        skipped_runs=np.flatnonzero(~kept),
     )

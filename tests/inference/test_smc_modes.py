@@ -135,13 +135,14 @@ def spy_on_sampling(monkeypatch, module) -> list[dict]:
     return calls
 
 
-def decay_modes(log_evidence) -> object:
+def decay_modes(log_evidence, **options) -> object:
     return smc_modes(
         symmetric_decay_model(),
         two_run_population(log_evidence),
         particles_per_run=3,
         random_seed=1,
         n_workers=1,
+        **options,
     )
 
 
@@ -151,9 +152,11 @@ def test_modes_are_weighted_by_the_runs_evidence(monkeypatch):
     assert [m.weight for m in agreeing.modes] == pytest.approx([0.5, 0.5])
     assert [m.weight_se for m in agreeing.modes] == pytest.approx([0.5, 0.5])
     with pytest.warns(RuntimeWarning, match=r"log evidences \[-9.0, -60.0\] disagree: 1.00"):
-        lost = decay_modes([-9.0, -60.0])
+        lost = decay_modes([-9.0, -60.0], min_run_weight=0.0)
     positive = [m for m in lost.modes if m.optimum.parameters["k"] > 0][0]
+    negative = [m for m in lost.modes if m.optimum.parameters["k"] < 0][0]
     assert positive.weight == pytest.approx(1.0) and np.isnan(positive.weight_se)
+    assert negative.weight == pytest.approx(np.exp(-51.0), rel=1e-9) and lost.skipped_runs == ()
     # NUTS runs in the positive mode only: the other weighs exp(-51) < min_weight = 1e-6
     calls = spy_on_sampling(monkeypatch, smc_mode_sampling)
     samples = sample_smc_modes(lost, chains_per_mode=2, cores=1, progressbar=False)
@@ -167,6 +170,27 @@ def test_modes_are_weighted_by_the_runs_evidence(monkeypatch):
         ValueError, match="no sample_stats.log_marginal_likelihood per run; the runs are weighed"
     ):
         smc_modes(symmetric_decay_model(), no_evidence, particles_per_run=1, n_workers=1)
+
+
+def test_runs_without_evidence_weight_are_not_optimised():
+    """Run 1 (evidence weight exp(-51)) holds the only particles at k < 0: below
+    min_run_weight it is not optimised, its particles join no mode, and the weights differ
+    from those of every run optimised by less than its weight."""
+    with pytest.warns(RuntimeWarning, match=r"log evidences \[-9.0, -60.0\] disagree"):
+        skipped = decay_modes([-9.0, -60.0])
+    assert skipped.skipped_runs == (1,)
+    assert [run for run, _ in skipped.optimised] == [0, 0, 0]
+    (mode,) = skipped.modes
+    assert mode.optimum.parameters["k"] > 0 and mode.weight == 1.0
+    assert sorted({run for run, _ in mode.particles}) == [0] and len(mode.particles) == 12
+    np.testing.assert_array_equal(mode.run_weights, [1.0, np.nan])
+    np.testing.assert_array_equal(skipped.evidence_weights, [1.0, 0.0])
+    with pytest.warns(RuntimeWarning, match="disagree"):
+        kept = decay_modes([-9.0, -60.0], min_run_weight=1e-30)
+    assert kept.skipped_runs == () and len(kept.modes) == 2
+    assert abs(max(m.weight for m in kept.modes) - mode.weight) < np.exp(-51.0) * 1.0001
+    with pytest.raises(ValueError, match=r"min_run_weight: expected a number in \[0, 1\), got 1.0"):
+        decay_modes([-9.0, -9.0], min_run_weight=1.0)
 
 
 def test_a_mode_of_few_particles_is_approximated_only_when_read(monkeypatch):
