@@ -421,11 +421,11 @@ def smc_modes(
     kept = evidence >= min_run_weight
     kept[np.argmax(log_z)] = True
     rng = np.random.default_rng(random_seed)
-    optimised = []
-    for run in np.flatnonzero(kept):
+    optimised = []  # drawn for every run, so that a run's particles do not depend on kept
+    for run in range(runs):
         size = min(int(particles_per_run), count)
-        for particle in np.sort(rng.choice(count, size=size, replace=False)):
-            optimised.append((int(run), int(particle)))
+        chosen = np.sort(rng.choice(count, size=size, replace=False))
+        optimised.extend((run, int(particle)) for particle in chosen if kept[run])
     search: ModeSearchResult = find_modes(
         _Built(model, factory),
         0,

@@ -188,6 +188,7 @@ def test_runs_without_evidence_weight_are_not_optimised():
     with pytest.warns(RuntimeWarning, match="disagree"):
         kept = decay_modes([-9.0, -60.0], min_run_weight=1e-30)
     assert kept.skipped_runs == () and len(kept.modes) == 2
+    assert skipped.optimised == tuple(o for o in kept.optimised if o[0] == 0)  # same particles
     assert abs(max(m.weight for m in kept.modes) - mode.weight) < np.exp(-51.0) * 1.0001
     with pytest.raises(ValueError, match=r"min_run_weight: expected a number in \[0, 1\), got 1.0"):
         decay_modes([-9.0, -9.0], min_run_weight=1.0)
