@@ -42,6 +42,7 @@ from pytensor.tensor.variable import TensorConstant
 
 from pymc_odesens.inference.smmala_metric import smmala_graph, total_log_density
 from pymc_odesens.ops.per_thread_function import PerThreadFunction
+from pymc_odesens.ops.unused_sensitivities import states_only_mode
 
 __all__ = ["Coordinate", "ModeObjective"]
 
@@ -186,6 +187,7 @@ class ModeObjective:
         # function, which gives the log-posterior, gradient and log-likelihood too
         self._function = None
         self._fisher_function = None
+        self._value_function = None
         self._draw_function = None
         self._values_function = None
         self._sampler_function = None
@@ -195,7 +197,8 @@ class ModeObjective:
         joined, x = join_nonshared_inputs(self._point, outputs, self._value_vars, {})
         return joined, x
 
-    def _compile_log_posterior(self):
+    def _log_posterior_graph(self):
+        """``(log_posterior, log_likelihood, x)`` of the optimisation model."""
         m = self.optimisation_model
         observed = list(m.observed_RVs)
         others = list(m.free_RVs) + list(m.potentials)
@@ -205,6 +208,10 @@ class ModeObjective:
         prior = total_log_density(factors[: len(others)])
         log_likelihood = total_log_density(factors[len(others) :])
         (log_posterior, log_likelihood), x = self._joined([prior + log_likelihood, log_likelihood])
+        return log_posterior, log_likelihood, x
+
+    def _compile_log_posterior(self):
+        log_posterior, log_likelihood, x = self._log_posterior_graph()
         gradient = pytensor.grad(log_posterior, x)
         function = compile_pytensor(
             [x], [log_posterior, gradient, log_likelihood], **self.compile_kwargs
@@ -226,6 +233,22 @@ class ModeObjective:
             if self._function is None:
                 self._function = self._compile_log_posterior()
             return self._function
+
+    def log_posterior(self, x: np.ndarray) -> float:
+        """The log-posterior (``jacobian=False``) at ``x`` without its gradient: ODE solves
+        without sensitivities (:func:`~pymc_odesens.ops.unused_sensitivities.
+        states_only_mode`), so the value differs from :meth:`evaluate`'s within the
+        solver's tolerances; ``-inf`` where a solve fails. Compiled on first use."""
+        with self._lock:
+            if self._value_function is None:
+                log_posterior, _, x_graph = self._log_posterior_graph()
+                kwargs = dict(self.compile_kwargs)
+                kwargs["mode"] = states_only_mode(kwargs.get("mode"))
+                function = compile_pytensor([x_graph], log_posterior, **kwargs)
+                function.trust_input = True
+                self._value_function = PerThreadFunction(function)
+            function = self._value_function
+        return float(function(np.asarray(x, dtype=float)))
 
     def log_posterior_and_gradient(
         self, x: np.ndarray, own_route: bool = False

@@ -10,6 +10,7 @@ Laplace approximation at the best mode gives chain starts and a dense mass matri
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -235,6 +236,42 @@ class ModeSearchResult:
         from pymc_odesens.inference.waterfall import plot_waterfall
 
         return plot_waterfall(self, ax=ax, path=path)
+
+    def join_connected(self, barrier: float = 1.0, points: int = 9) -> ModeSearchResult:
+        """This result with the clusters that no valley separates joined (the hill-valley
+        test, :mod:`~pymc_odesens.inference.mode_connection`).
+
+        Two clusters are one mode when the log-posterior stays above the lower optimum's
+        minus ``barrier`` at ``points`` interior points of the segment between their best
+        starts: optima that a multistart left apart on one ridge become one cluster.
+
+        Parameters
+        ----------
+        barrier : float
+            Log-units (1): a valley shallower than this does not separate modes for a
+            sampler either.
+        points : int
+            Interior points evaluated per segment tested (9; the midpoint first).
+
+        Returns
+        -------
+        ModeSearchResult
+            The same starts; ``clusters`` joined (at most ``C (C - 1) / 2 * points``
+            log-posterior evaluations without gradient for ``C`` clusters).
+
+        Raises
+        ------
+        ValueError
+            ``barrier`` is not positive or ``points`` not a positive integer (named).
+        """
+        from pymc_odesens.inference.mode_connection import join_connected
+
+        clusters = join_connected(
+            self.clusters, self.starts, self.objective.log_posterior, barrier, points
+        )
+        joined = copy.copy(self)
+        joined.clusters = tuple(clusters)
+        return joined
 
     def laplace(self, hessian: str = "fisher", cluster: int = 0, fd_step: float = 1e-3):
         """The Laplace approximation of the posterior, in the sampler's coordinates, at the

@@ -8,7 +8,8 @@ those modes and weighs them:
    uniformly (the final particles are equally weighted), are starts of a local
    maximisation of the log-posterior (:func:`~pymc_odesens.inference.find_modes` with
    ``initial_points``); a particle belongs to the optimum its maximisation reaches (its
-   basin of attraction), optima grouped by ``find_modes``' tolerances.
+   basin of attraction), optima grouped by ``find_modes``' tolerances, and optima that no
+   valley separates joined (:mod:`~pymc_odesens.inference.mode_connection`).
 2. **Weights**: in each run, the share of its optimised particles that reached each mode;
    a mode's weight is the runs' shares averaged with the runs' evidence weights
    ``Z_r / sum_s Z_s`` (:func:`~pymc_odesens.inference.smc_evidence.evidence_weights`: the
@@ -52,6 +53,7 @@ import pymc as pm
 
 from pymc_odesens.inference.arguments import positive_int, weight_threshold
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
+from pymc_odesens.inference.mode_connection import check_barrier
 from pymc_odesens.inference.mode_metric import PosteriorMode, _split
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
@@ -356,6 +358,7 @@ def smc_modes(
     *,
     particles_per_run: int = 20,
     min_run_weight: float = 1e-8,
+    barrier: float | None = 1.0,
     random_seed=None,
     method: str = "auto",
     n_workers: int | None = None,
@@ -382,6 +385,11 @@ def smc_modes(
         maximisations would be spent on runs that weigh nothing. Each mode's weight then
         differs from the one with every run optimised by at most the skipped runs' total
         weight. 0 optimises every run; the run of the highest evidence is always optimised.
+    barrier : float or None
+        Optima that no valley deeper than ``barrier`` log-units separates along the segment
+        between them are one mode (:meth:`ModeSearchResult.join_connected`, the
+        hill-valley test; 1): maximisations that stop at different points of one ridge
+        give one mode, not several. None: the optima as ``find_modes`` groups them.
     random_seed : int, optional
         Which particles are optimised.
     method, n_workers, executor, objective_tolerance, parameter_tolerance, max_iterations,
@@ -396,9 +404,9 @@ def smc_modes(
     ------
     ValueError
         ``idata`` is not an SMC result (named), ``particles_per_run`` is not a positive
-        integer, ``min_run_weight`` is not in [0, 1), the posterior lacks a free variable
-        of the model, ``idata`` has no finite log evidence per run, or every maximisation
-        failed.
+        integer, ``min_run_weight`` is not in [0, 1), ``barrier`` is not positive, the
+        posterior lacks a free variable of the model, ``idata`` has no finite log evidence
+        per run, or every maximisation failed.
 
     Warns
     -----
@@ -412,12 +420,13 @@ def smc_modes(
     posterior = check_population(idata, model)
     particles_per_run = positive_int("particles_per_run", particles_per_run)
     min_run_weight = weight_threshold("min_run_weight", min_run_weight)
+    barrier = None if barrier is None else check_barrier(barrier)
     names = [rv.name for rv in model.free_RVs]
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
     log_z = run_log_evidence(idata)
-    consequence = "the modes' weights rest on one run's population and their error is unknown"
+    consequence = "the modes' weights rest on one run's population and their error is unknown (NaN)"
     evidence = evidence_weights(log_z)
-    warned = warn_if_one_run("smc_modes", log_z, evidence, consequence + " (NaN)")
+    effective_all = warn_if_one_run("smc_modes", log_z, evidence, consequence)
     kept = evidence >= min_run_weight
     kept[np.argmax(log_z)] = True
     rng = np.random.default_rng(random_seed)
@@ -446,6 +455,8 @@ def smc_modes(
             f"smc_modes: every local maximisation from the {len(optimised)} particles failed "
             f"(first: {search.starts[0].message})"
         )
+    if barrier is not None:
+        search = search.join_connected(barrier)
     cluster_of = {i: k for k, c in enumerate(search.clusters) for i in c.members}
     label = np.array([cluster_of.get(i, -1) for i in range(len(optimised))])
 
@@ -462,8 +473,8 @@ def smc_modes(
     weight, weight_se, run_weight, effective = run_weighted_shares(shares[valid], log_z[valid])
     all_run_weights = np.zeros(runs)
     all_run_weights[valid] = run_weight
-    if warned >= 2.0:  # runs whose maximisations all failed no longer count
-        warn_if_one_run("smc_modes", log_z[valid], run_weight, consequence + " (NaN)")
+    if effective_all >= 2.0:  # runs whose maximisations all failed no longer count
+        warn_if_one_run("smc_modes", log_z[valid], run_weight, consequence)
 
     # every particle to the mode of its nearest optimised particle
     # (the optimised runs' particles only: a skipped run's may lie far from every optimum)

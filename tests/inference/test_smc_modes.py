@@ -245,6 +245,8 @@ def test_arguments_are_checked(linear_modes):
     fit = type("Fit", (), {"posterior": linear_modes.posterior})()
     with pytest.raises(ValueError, match="particles_per_run: expected an integer >= 1, got 0"):
         smc_modes(linear_model(), fit, particles_per_run=0)
+    with pytest.raises(ValueError, match="barrier: expected a positive number of log-units"):
+        smc_modes(linear_model(), fit, barrier=-1.0)
     with pytest.raises(ValueError, match=r"free variables \['k', 'x0'\]"):
         smc_modes(symmetric_decay_model(), fit)
     with pytest.raises(TypeError, match="modes: expected the result of smc_modes"):

@@ -1,0 +1,125 @@
+"""Optima that are one mode: the hill-valley test along the segment between them.
+
+A multistart search groups its starts' end points by closeness
+(:func:`~pymc_odesens.inference.mode_search.cluster_starts`: log-posteriors within
+``objective_tolerance`` and every coordinate within ``parameter_tolerance``). On a posterior
+with ridges, where a parameter combination is not identified (Fujita_SciSignal2010's optima
+are ridges over decades), local maximisations stop at different points of the same ridge,
+often not converged, and closeness splits one mode into several: ``smc_modes`` then weighs
+them apart and ``sample_smc_modes`` runs NUTS in each, although every chain would cross the
+whole ridge.
+
+The hill-valley test (Maree, Alderliesten and Bosman, "Real-valued evolutionary multi-modal
+multi-objective optimization by hill-valley clustering", GECCO 2019) asks instead whether
+a valley separates two optima: the log-posterior is evaluated at ``points`` evenly spaced
+interior points of the straight segment between them (the midpoint first); they are one
+mode when it stays above the lower optimum's minus ``barrier`` at every point. A valley
+shallower than ``barrier`` log-units does not separate modes for a sampler either (NUTS
+crosses it), so ``barrier`` of about 1 suits the sampling that follows. The test can only
+join: two optima joined are connected within ``barrier`` along the segment; two kept apart
+may still be connected along a curved path (a curved ridge), as before the test.
+
+Cost: at most ``points`` log-posterior evaluations (without gradient) per pair of clusters
+tested, fewer where the midpoint already fails: ``C (C - 1) / 2`` pairs for ``C`` clusters
+at most. Each cluster is tested against the best optimum of every group formed before it,
+in rank order, and joins the first it is connected to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pymc_odesens.inference.mode_search import ModeCluster, StartResult
+
+__all__ = ["check_barrier", "connected", "join_connected"]
+
+
+def check_barrier(barrier) -> float:
+    """``barrier`` as a float if it is a positive finite number; else a ``ValueError``
+    naming it."""
+    if isinstance(barrier, bool) or not (
+        isinstance(barrier, int | float | np.integer | np.floating)
+        and np.isfinite(barrier)
+        and barrier > 0
+    ):
+        raise ValueError(f"barrier: expected a positive number of log-units, got {barrier!r}")
+    return float(barrier)
+
+
+def _interior(points: int) -> np.ndarray:
+    """``points`` evenly spaced interior fractions of a segment, the midpoint first."""
+    t = np.arange(1, points + 1) / (points + 1.0)
+    return t[np.argsort(np.abs(t - 0.5), kind="stable")]
+
+
+def connected(
+    a: StartResult,
+    b: StartResult,
+    log_posterior: Callable[[np.ndarray], float],
+    barrier: float,
+    points: int,
+) -> bool:
+    """Whether the log-posterior stays above ``min(a, b) - barrier`` at ``points`` interior
+    points of the segment from ``a.x`` to ``b.x`` (module docstring); a failed evaluation
+    (``-inf`` or NaN) separates."""
+    floor = min(a.log_posterior, b.log_posterior) - barrier
+    for t in _interior(points):
+        value = log_posterior(a.x + t * (b.x - a.x))
+        if not value >= floor:
+            return False
+    return True
+
+
+def join_connected(
+    clusters: Sequence[ModeCluster],
+    starts: Sequence[StartResult],
+    log_posterior: Callable[[np.ndarray], float],
+    barrier: float = 1.0,
+    points: int = 9,
+) -> list[ModeCluster]:
+    """``clusters`` (ranked) with those connected by the hill-valley test joined.
+
+    Parameters
+    ----------
+    clusters : sequence of ModeCluster
+        Ranked, best first (``ModeSearchResult.clusters``).
+    starts : sequence of StartResult
+        The search's starts (by their ``index``: the clusters' members).
+    log_posterior : callable
+        ``x -> log-posterior`` in the optimisation coordinates, the objective of the starts
+        (``ModeObjective.log_posterior``).
+    barrier : float
+        Log-units below the lower of two optima that the segment between them may reach
+        and still join them (> 0).
+    points : int
+        Interior points of each segment evaluated (>= 1).
+
+    Returns
+    -------
+    list of ModeCluster
+        Ranked by their best start (the best of a joined group is its first cluster's);
+        each cluster's members are kept together, in the order of the input.
+
+    Raises
+    ------
+    ValueError
+        ``barrier`` is not a positive finite number or ``points`` not a positive integer.
+    """
+    barrier = check_barrier(barrier)
+    if isinstance(points, bool) or not isinstance(points, int | np.integer) or points < 1:
+        raise ValueError(f"points: expected an integer >= 1, got {points!r}")
+    by_index = {start.index: start for start in starts}
+    groups: list[list[ModeCluster]] = []
+    for cluster in clusters:
+        for group in groups:
+            head = by_index[group[0].best.index]
+            if connected(head, by_index[cluster.best.index], log_posterior, barrier, points):
+                group.append(cluster)
+                break
+        else:
+            groups.append([cluster])
+    return [
+        ModeCluster(tuple(i for c in group for i in c.members), group[0].best) for group in groups
+    ]
