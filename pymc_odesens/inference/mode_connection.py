@@ -31,9 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pymc_odesens.inference.mode_search import ModeCluster, StartResult
-
-__all__ = ["check_barrier", "connected", "join_connected"]
+__all__ = ["check_barrier", "connected", "connected_groups"]
 
 
 def check_barrier(barrier) -> float:
@@ -55,41 +53,39 @@ def _interior(points: int) -> np.ndarray:
 
 
 def connected(
-    a: StartResult,
-    b: StartResult,
+    a: tuple[np.ndarray, float],
+    b: tuple[np.ndarray, float],
     log_posterior: Callable[[np.ndarray], float],
     barrier: float,
     points: int,
 ) -> bool:
     """Whether the log-posterior stays above ``min(a, b) - barrier`` at ``points`` interior
-    points of the segment from ``a.x`` to ``b.x`` (module docstring); a failed evaluation
-    (``-inf`` or NaN) separates."""
-    floor = min(a.log_posterior, b.log_posterior) - barrier
+    points of the segment between two optima ``(x, log_posterior)`` (module docstring); a
+    failed evaluation (``-inf`` or NaN) separates."""
+    (xa, value_a), (xb, value_b) = a, b
+    floor = min(value_a, value_b) - barrier
     for t in _interior(points):
-        value = log_posterior(a.x + t * (b.x - a.x))
+        value = log_posterior(xa + t * (xb - xa))
         if not value >= floor:
             return False
     return True
 
 
-def join_connected(
-    clusters: Sequence[ModeCluster],
-    starts: Sequence[StartResult],
+def connected_groups(
+    optima: Sequence[tuple[np.ndarray, float]],
     log_posterior: Callable[[np.ndarray], float],
     barrier: float = 1.0,
     points: int = 9,
-) -> list[ModeCluster]:
-    """``clusters`` (ranked) with those connected by the hill-valley test joined.
+) -> list[list[int]]:
+    """Groups of ``optima`` that the hill-valley test joins.
 
     Parameters
     ----------
-    clusters : sequence of ModeCluster
-        Ranked, best first (``ModeSearchResult.clusters``).
-    starts : sequence of StartResult
-        The search's starts (by their ``index``: the clusters' members).
+    optima : sequence of (numpy.ndarray, float)
+        Each optimum's optimisation vector and log-posterior, ranked (best first: the
+        best starts of ``ModeSearchResult.clusters``).
     log_posterior : callable
-        ``x -> log-posterior`` in the optimisation coordinates, the objective of the starts
-        (``ModeObjective.log_posterior``).
+        ``x -> log-posterior`` in the same coordinates (``ModeObjective.log_posterior``).
     barrier : float
         Log-units below the lower of two optima that the segment between them may reach
         and still join them (> 0).
@@ -98,9 +94,9 @@ def join_connected(
 
     Returns
     -------
-    list of ModeCluster
-        Ranked by their best start (the best of a joined group is its first cluster's);
-        each cluster's members are kept together, in the order of the input.
+    list of list of int
+        Positions in ``optima``, each group in rank order, groups ranked by their first:
+        each optimum joins the first group whose first optimum it is connected to.
 
     Raises
     ------
@@ -110,16 +106,12 @@ def join_connected(
     barrier = check_barrier(barrier)
     if isinstance(points, bool) or not isinstance(points, int | np.integer) or points < 1:
         raise ValueError(f"points: expected an integer >= 1, got {points!r}")
-    by_index = {start.index: start for start in starts}
-    groups: list[list[ModeCluster]] = []
-    for cluster in clusters:
+    groups: list[list[int]] = []
+    for position, optimum in enumerate(optima):
         for group in groups:
-            head = by_index[group[0].best.index]
-            if connected(head, by_index[cluster.best.index], log_posterior, barrier, points):
-                group.append(cluster)
+            if connected(optima[group[0]], optimum, log_posterior, barrier, points):
+                group.append(position)
                 break
         else:
-            groups.append([cluster])
-    return [
-        ModeCluster(tuple(i for c in group for i in c.members), group[0].best) for group in groups
-    ]
+            groups.append([position])
+    return groups

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pymc_odesens.inference.mode_connection import connected_groups
+
 __all__ = ["ModeCluster", "ModeSearchResult", "StartResult"]
 
 
@@ -264,13 +266,16 @@ class ModeSearchResult:
         ValueError
             ``barrier`` is not positive or ``points`` not a positive integer (named).
         """
-        from pymc_odesens.inference.mode_connection import join_connected
-
-        clusters = join_connected(
-            self.clusters, self.starts, self.objective.log_posterior, barrier, points
-        )
+        optima = [(c.best.x, c.best.log_posterior) for c in self.clusters]
+        groups = connected_groups(optima, self.objective.log_posterior, barrier, points)
         joined = copy.copy(self)
-        joined.clusters = tuple(clusters)
+        joined.clusters = tuple(
+            ModeCluster(
+                tuple(i for k in group for i in self.clusters[k].members),
+                self.clusters[group[0]].best,
+            )
+            for group in groups
+        )
         return joined
 
     def laplace(self, hessian: str = "fisher", cluster: int = 0, fd_step: float = 1e-3):

@@ -8,26 +8,8 @@ import pytest
 
 from pymc_odesens import OdeSystem, ode_solution
 from pymc_odesens.inference import find_modes
-from pymc_odesens.inference.mode_connection import join_connected
-from pymc_odesens.inference.mode_search import ModeCluster, StartResult
+from pymc_odesens.inference.mode_connection import connected_groups
 from tests.inference.test_smc import symmetric_decay_model
-
-
-def _start(index: int, x, log_posterior: float = 0.0) -> StartResult:
-    return StartResult(
-        index=index,
-        status="converged",
-        message="",
-        x=np.asarray(x, dtype=float),
-        start=None,
-        parameters=None,
-        log_posterior=log_posterior,
-        log_likelihood=log_posterior,
-        gradient=None,
-        iterations=0,
-        evaluations=0,
-        time=0.0,
-    )
 
 
 def ring(x: np.ndarray) -> float:
@@ -36,29 +18,25 @@ def ring(x: np.ndarray) -> float:
 
 
 def test_optima_on_a_ring_join_where_the_chord_stays_on_the_ridge():
-    angles = np.deg2rad([0.0, 20.0, 180.0])
-    starts = [_start(i, [np.cos(a), np.sin(a)]) for i, a in enumerate(angles)]
-    clusters = [ModeCluster((s.index,), s) for s in starts]
+    optima = [(np.array([np.cos(a), np.sin(a)]), 0.0) for a in np.deg2rad([0.0, 20.0, 180.0])]
     calls = []
 
     def counted(x):
         calls.append(x)
         return ring(x)
 
-    joined = join_connected(clusters, starts, counted, barrier=1.0, points=9)
     # 0 and 20 degrees: the chord's midpoint is at radius cos(10) (0.046 below); 0 and 180:
     # through the centre, 50 below, which the midpoint, evaluated first, shows at once
-    assert [c.members for c in joined] == [(0, 1), (2,)]
+    assert connected_groups(optima, counted, barrier=1.0, points=9) == [[0, 1], [2]]
     assert len(calls) == 9 + 1
     np.testing.assert_allclose(calls[9], [0.0, 0.0], atol=1e-15)
-    strict = join_connected(clusters, starts, ring, barrier=0.01, points=9)
-    assert [c.members for c in strict] == [(0,), (1,), (2,)]
-    failing = join_connected(clusters, starts, lambda x: -np.inf, barrier=1.0, points=3)
-    assert len(failing) == 3  # a failed solve on the segment separates
+    assert connected_groups(optima, ring, barrier=0.01, points=9) == [[0], [1], [2]]
+    failing = connected_groups(optima, lambda x: -np.inf, barrier=1.0, points=3)
+    assert failing == [[0], [1], [2]]  # a failed solve on the segment separates
     with pytest.raises(ValueError, match="barrier: expected a positive number of log-units"):
-        join_connected(clusters, starts, ring, barrier=0.0)
+        connected_groups(optima, ring, barrier=0.0)
     with pytest.raises(ValueError, match="points: expected an integer >= 1, got 0"):
-        join_connected(clusters, starts, ring, points=0)
+        connected_groups(optima, ring, points=0)
 
 
 PRODUCT = OdeSystem(
