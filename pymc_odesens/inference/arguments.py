@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["positive_int", "weight_threshold"]
+__all__ = ["positive_int", "positive_number", "weight_threshold"]
 
 
 def positive_int(name: str, value, minimum: int = 1) -> int:
@@ -29,8 +29,23 @@ def weight_threshold(name: str, value) -> float:
     ValueError
         ``"{name}: expected a number in [0, 1), got {value!r}"``.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name}: expected a number in [0, 1), got {value!r}")
-    if not 0.0 <= value < 1.0:
+    if not (_real(value) and 0.0 <= value < 1.0):
         raise ValueError(f"{name}: expected a number in [0, 1), got {value!r}")
     return float(value)
+
+
+def positive_number(name: str, value, unit: str = "") -> float:
+    """``value`` as a ``float`` if it is a positive finite real number (not a bool).
+
+    Raises
+    ------
+    ValueError
+        ``"{name}: expected a positive number{unit}, got {value!r}"``.
+    """
+    if not (_real(value) and np.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: expected a positive number{unit}, got {value!r}")
+    return float(value)
+
+
+def _real(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)

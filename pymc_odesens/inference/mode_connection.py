@@ -31,19 +31,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["check_barrier", "connected", "connected_groups"]
+from pymc_odesens.inference.arguments import positive_int, positive_number
 
-
-def check_barrier(barrier) -> float:
-    """``barrier`` as a float if it is a positive finite number; else a ``ValueError``
-    naming it."""
-    if isinstance(barrier, bool) or not (
-        isinstance(barrier, int | float | np.integer | np.floating)
-        and np.isfinite(barrier)
-        and barrier > 0
-    ):
-        raise ValueError(f"barrier: expected a positive number of log-units, got {barrier!r}")
-    return float(barrier)
+__all__ = ["connected", "connected_groups"]
 
 
 def _interior(points: int) -> np.ndarray:
@@ -103,9 +93,8 @@ def connected_groups(
     ValueError
         ``barrier`` is not a positive finite number or ``points`` not a positive integer.
     """
-    barrier = check_barrier(barrier)
-    if isinstance(points, bool) or not isinstance(points, int | np.integer) or points < 1:
-        raise ValueError(f"points: expected an integer >= 1, got {points!r}")
+    barrier = positive_number("barrier", barrier, " of log-units")
+    points = positive_int("points", points)
     groups: list[list[int]] = []
     for position, optimum in enumerate(optima):
         for group in groups:

@@ -51,9 +51,8 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
-from pymc_odesens.inference.arguments import positive_int, weight_threshold
+from pymc_odesens.inference.arguments import positive_int, positive_number, weight_threshold
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
-from pymc_odesens.inference.mode_connection import check_barrier
 from pymc_odesens.inference.mode_metric import PosteriorMode, _split
 from pymc_odesens.inference.mode_search import ModeCluster, ModeSearchResult
 from pymc_odesens.inference.model_source import model_source
@@ -149,6 +148,7 @@ class SmcMode:
         return self.optimum.log_likelihood
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class SmcModes:
     """What :func:`smc_modes` found: the modes, ranked, and the search behind them.
 
@@ -178,27 +178,15 @@ class SmcModes:
         ``smc_modes``' ``min_run_weight``; their particles belong to no mode.
     """
 
-    def __init__(
-        self,
-        modes,
-        search,
-        optimised,
-        posterior,
-        failed_share,
-        scale,
-        evidence_weights,
-        effective_runs,
-        skipped_runs=(),
-    ) -> None:
-        self.modes = tuple(modes)
-        self.search = search
-        self.optimised = tuple(optimised)
-        self.posterior = posterior
-        self.failed_share = float(failed_share)
-        self.scale = np.asarray(scale, dtype=float)
-        self.evidence_weights = np.asarray(evidence_weights, dtype=float)
-        self.effective_runs = float(effective_runs)
-        self.skipped_runs = tuple(int(r) for r in skipped_runs)
+    modes: tuple
+    search: ModeSearchResult
+    optimised: tuple
+    posterior: object
+    failed_share: float
+    scale: np.ndarray
+    evidence_weights: np.ndarray
+    effective_runs: float
+    skipped_runs: tuple = ()
 
     @property
     def model(self) -> pm.Model:
@@ -420,7 +408,7 @@ def smc_modes(
     posterior = check_population(idata, model)
     particles_per_run = positive_int("particles_per_run", particles_per_run)
     min_run_weight = weight_threshold("min_run_weight", min_run_weight)
-    barrier = None if barrier is None else check_barrier(barrier)
+    barrier = None if barrier is None else positive_number("barrier", barrier, " of log-units")
     names = [rv.name for rv in model.free_RVs]
     runs, count = posterior.sizes["chain"], posterior.sizes["draw"]
     log_z = run_log_evidence(idata)
@@ -431,8 +419,8 @@ def smc_modes(
     kept[np.argmax(log_z)] = True
     rng = np.random.default_rng(random_seed)
     optimised = []  # drawn for every run, so that a run's particles do not depend on kept
+    size = min(particles_per_run, count)
     for run in range(runs):
-        size = min(int(particles_per_run), count)
         chosen = np.sort(rng.choice(count, size=size, replace=False))
         optimised.extend((run, int(particle)) for particle in chosen if kept[run])
     search: ModeSearchResult = find_modes(
@@ -510,15 +498,14 @@ def smc_modes(
                 approximate=approximate,
             )
         )
-    failed_share = float(np.mean(label < 0))
     return SmcModes(
-        modes,
-        search,
-        optimised,
-        posterior,
-        failed_share,
-        scale,
-        all_run_weights,
-        effective,
-        skipped_runs=np.flatnonzero(~kept),
+        modes=tuple(modes),
+        search=search,
+        optimised=tuple(optimised),
+        posterior=posterior,
+        failed_share=float(np.mean(label < 0)),
+        scale=scale,
+        evidence_weights=all_run_weights,
+        effective_runs=float(effective),
+        skipped_runs=tuple(int(r) for r in np.flatnonzero(~kept)),
     )
