@@ -607,7 +607,8 @@ def recipe_line(idata: az.InferenceData, wall: float) -> str:
         f"{a['ess_tail_min']:.0f} ({a['ess_per_second']:.2f} per second), "
         f"{idata.posterior.sizes['chain']} chains x {a['draws_per_chain']} draws, "
         f"{a['sampler']}; marginalised: {', '.join(map(str, marginalized)) or 'none'}; "
-        f"{a['modes_found']} distinct optima of {a['n_starts']} starts"
+        f"{a['optima_found']} distinct optima of {a['n_starts']} starts, "
+        f"{a['modes_found']} modes"
         + (" (MULTIMODAL)" if int(a["multimodal"]) else "")
         + f"; times: model {a['time_model']:.1f} s, modes {a['time_modes']:.1f} s, Laplace "
         f"{a['time_initialise']:.1f} s, sampling {a['time_sampling']:.1f} s, recovery "

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pymc as pm
 
-from pymc_odesens.inference.arguments import positive_int
+from pymc_odesens.inference.arguments import positive_int, positive_number
 from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
 from pymc_odesens.inference.executor_choice import check_executor
 from pymc_odesens.inference.laplace_start import laplace_approximation
@@ -49,9 +49,9 @@ MAX_DRAWS = 10000
 """Default ``max_draws`` per chain."""
 
 MULTIMODAL_GAP = 5.0
-"""Optima whose log-posteriors are within this many log-units of the best one's, but whose
-parameters differ (other clusters of :func:`~pymc_odesens.inference.find_modes`), make the
-run report ``multimodal = 1``."""
+"""Modes whose log-posteriors are within this many log-units of the best one's (other
+clusters of :func:`~pymc_odesens.inference.find_modes` that a valley deeper than
+``barrier`` separates from the best) make the run report ``multimodal = 1``."""
 
 REPORT_FIELDS = {
     "converged": "1 if every estimated parameter has R-hat <= target_rhat and bulk and tail "
@@ -78,11 +78,13 @@ REPORT_FIELDS = {
     "starts_failed": "starts that failed",
     "starts_out_of_time": "starts stopped by start_time_limit",
     "mode_method": "the local optimiser of the multistart",
-    "modes_found": "clusters of optima (distinct optima) found",
-    "mode_log_posteriors": "each cluster's best log-posterior (problem's priors), best first",
-    "mode_log_likelihoods": "each cluster's best log-likelihood (PEtab's)",
-    "mode_sizes": "starts per cluster",
-    "multimodal": "1 if another optimum is within MULTIMODAL_GAP of the best log-posterior",
+    "optima_found": "clusters of optima (distinct optima) the multistart found",
+    "modes_found": "modes: those optima joined where no valley deeper than barrier "
+    "separates them (optima_found with barrier=None)",
+    "mode_log_posteriors": "each mode's best log-posterior (problem's priors), best first",
+    "mode_log_likelihoods": "each mode's best log-likelihood (PEtab's)",
+    "mode_sizes": "starts per mode",
+    "multimodal": "1 if another mode is within MULTIMODAL_GAP of the best log-posterior",
     "laplace_hessian": "how the Laplace covariance was computed",
     "whitened": "1 if nutpie sampled in coordinates whitened by the Laplace approximation",
     "time_model": "seconds: building the PyMC model(s)",
@@ -223,6 +225,7 @@ def sample_posterior(
     nominal_start: bool = True,
     start_time_limit: float | None = None,
     mode_method: str = "auto",
+    barrier: float | None = 1.0,
     chains: int = 4,
     cores: int | None = None,
     sampler: str = "nutpie",
@@ -271,6 +274,13 @@ def sample_posterior(
         stiff can otherwise hold the multistart for many minutes.
     mode_method : str
         The multistart's local optimiser (:func:`~pymc_odesens.inference.find_modes`).
+    barrier : float or None
+        Log-units (1): optima of the multistart that no valley deeper than this separates
+        along the segment between them are one mode
+        (:meth:`~pymc_odesens.inference.ModeSearchResult.join_connected`, the hill-valley
+        test), so that optima a local optimiser left apart on one ridge or flat region are
+        not reported as distinct modes (``modes_found``, ``multimodal``). ``optima_found``
+        counts them before joining. None: no joining.
     chains : int
         At least 2 (4).
     cores : int, optional
@@ -357,6 +367,8 @@ def sample_posterior(
         whiten,
     )
     n_starts = positive_int("n_starts", n_starts)
+    if barrier is not None:
+        barrier = positive_number("barrier", barrier, " of log-units")
     chains = positive_int("chains", chains, 2)
     if draws is None:
         draws = CHECK_EVERY[sampler]
@@ -415,16 +427,25 @@ def sample_posterior(
         initial_points=given,
         start_time_limit=start_time_limit,
     )
+    optima_found = len(modes.clusters)
+    if barrier is not None and optima_found > 1:
+        modes = modes.join_connected(barrier)
     best = modes.best
     times["time_modes"] = time.perf_counter() - phase
     near = [c for c in modes.clusters if best.log_posterior - c.log_posterior <= MULTIMODAL_GAP]
+    joined = (
+        f"{optima_found} distinct optima, joined where no valley deeper than {barrier:g} "
+        f"log-units separates them into {len(modes.clusters)} modes"
+        if barrier is not None and optima_found > 1
+        else f"{optima_found} distinct optima"
+    )
     _say(
         progressbar,
-        f"{len(modes.clusters)} distinct optima from {n_starts} starts "
+        f"{joined} from {n_starts} starts "
         f"({len(modes.failed)} failed) in {times['time_modes']:.1f} s; best log-likelihood "
         f"{best.log_likelihood:.6g}"
         + (
-            f"; WARNING: {len(near)} optima within {MULTIMODAL_GAP} log-units of the best "
+            f"; WARNING: {len(near)} modes within {MULTIMODAL_GAP} log-units of the best "
             "(a multimodal posterior: chains may not meet)"
             if len(near) > 1
             else ""
@@ -502,6 +523,7 @@ def sample_posterior(
         "starts_failed": len(modes.failed),
         "starts_out_of_time": sum("start's time limit" in r.message for r in modes.starts),
         "mode_method": modes.method,
+        "optima_found": optima_found,
         "modes_found": len(modes.clusters),
         "mode_log_posteriors": [float(c.log_posterior) for c in modes.clusters],
         "mode_log_likelihoods": [float(c.log_likelihood) for c in modes.clusters],

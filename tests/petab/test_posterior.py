@@ -81,7 +81,7 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     assert attrs["sampler"] == "nutpie"
     assert attrs["n_starts"] == 1 and attrs["starts_failed"] == 0
     assert attrs["mode_method"] == "L-BFGS-B"
-    assert attrs["modes_found"] == 1 and attrs["multimodal"] == 0
+    assert attrs["optima_found"] == attrs["modes_found"] == 1 and attrs["multimodal"] == 0
     assert len(attrs["mode_log_likelihoods"]) == 1
     # the mode's log-likelihood is PEtab's, above Boehm's floor of local optima
     assert -260.0 < attrs["mode_log_likelihoods"][0] <= -138.2219757 + 1e-3
@@ -124,6 +124,8 @@ def test_the_result_can_be_written_as_netcdf(limited, tmp_path):
         ("executor", "dask", TypeError, "executor: expected None"),
         ("progressbar", "yes", TypeError, "progressbar: expected True or False"),
         ("nominal_start", 1, TypeError, "nominal_start: expected True or False"),
+        ("barrier", 0.0, ValueError, "barrier: expected a positive number of log-units"),
+        ("barrier", "1", ValueError, "barrier: expected a positive number of log-units"),
     ],
 )
 def test_arguments_are_refused_by_name(boehm, argument, value, error, message):
