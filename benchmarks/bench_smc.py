@@ -28,6 +28,8 @@ Run:  python benchmarks/bench_smc.py
       python benchmarks/bench_smc.py --draws 200 --runs 4 --pt-samples 20000 --pt-repeats 4
       python benchmarks/bench_smc.py --problems Fujita_SciSignal2010 --sides ours \
           --time-limit 3600 --checkpoint DIR   (again with the same options: continues)
+      python benchmarks/bench_smc.py ... --jump-starts 4   (jump moves to the optima of a
+          multistart from the nominal values and 4 prior draws)
       (writes results/bench_smc.json, or results/<name>.json with --output <name>)
 """
 
@@ -67,9 +69,33 @@ def ours(name: str, args) -> dict:
         trajectory = PetabProblem.from_yaml(
             petab_yaml(name), relative_tolerance=rtol, absolute_tolerance=atol, gradient_check=False
         )
+    jump_modes = None
+    if args.jump_starts is not None:
+        # the optima the jump moves go to: a multistart from the nominal values (the
+        # collection's published fit) and --jump-starts prior draws
+        from pymc_odesens.inference import find_modes
+
+        ids, nominal = problem.parameters.ids, problem.parameters.nominal
+        progress(f"{name}: find_modes, the nominal start and {args.jump_starts} from the prior")
+        jump_modes = find_modes(
+            problem,
+            max(args.jump_starts, 1) if args.jump_starts else 1,
+            random_seed=args.seed,
+            initial_points=[dict(zip(ids, map(float, nominal)))],
+            start_time_limit=args.jump_start_time_limit,
+            n_workers=args.cores,
+        )
+        if not args.jump_starts:  # the nominal start only
+            best = [c for c in jump_modes.clusters if c.best.index >= 1]
+            jump_modes.clusters = tuple(best) or jump_modes.clusters
+        progress(
+            f"{name}: {len(jump_modes.clusters)} optima to jump to, log-likelihoods "
+            + ", ".join(f"{c.log_likelihood:.2f}" for c in jump_modes.clusters)
+        )
     try:
         idata = pymc_odesens.sample_smc(
             problem,
+            jump_modes=jump_modes,
             trajectory_model=trajectory,
             draws=args.draws,
             runs=args.runs,
@@ -83,7 +109,12 @@ def ours(name: str, args) -> dict:
             change_moves=args.change_moves,
         )
     except pymc_odesens.SmcTimeLimitReached as stopped:
-        return stopped_runs(stopped, checkpoint, time.perf_counter() - started, args)
+        record = stopped_runs(stopped, checkpoint, time.perf_counter() - started, args)
+        if jump_modes is not None:
+            record["jump_optima_log_likelihoods"] = [
+                float(c.log_likelihood) for c in jump_modes.clusters
+            ]
+        return record
     seconds = time.perf_counter() - started
     if args.save_idata is not None:
         args.save_idata.mkdir(parents=True, exist_ok=True)
@@ -106,6 +137,11 @@ def ours(name: str, args) -> dict:
         "stopping_threshold_per_stage": stats["stopping_threshold"].values.tolist(),
         "n_leapfrog_per_stage": stats["n_leapfrog"].values.tolist(),
         "stage_seconds": stats["stage_seconds"].values.tolist(),
+        "jumped_per_stage": stats["jumped"].values.tolist(),
+        "jump_acceptance_per_stage": stats["jump_acceptance"].values.tolist(),
+        "jump_optima_log_likelihoods": None
+        if jump_modes is None
+        else [float(c.log_likelihood) for c in jump_modes.clusters],
         "seconds": seconds,
         "draws": args.draws,
         "runs": args.runs,
@@ -146,6 +182,8 @@ def stopped_runs(stopped, checkpoint, seconds: float, args) -> dict:
             "acceptance_per_stage": [[r.acceptance_rate for r in s.records] for s in states],
             "step_size_per_stage": [[r.step_size for r in s.records] for s in states],
             "stage_seconds": [[r.seconds for r in s.records] for s in states],
+            "jumped_per_stage": [[r.jumped for r in s.records] for s in states],
+            "jump_acceptance_per_stage": [[r.jump_acceptance for r in s.records] for s in states],
             "log_evidence_so_far": [s.log_evidence for s in states],
         }
     )
@@ -263,6 +301,20 @@ def main(argv=None) -> None:
         default=None,
         help="the HMC moves follow the gradient of the problem solved at these tolerances "
         "(sample_smc's trajectory_model); default: the problem's own gradient",
+    )
+    parser.add_argument(
+        "--jump-starts",
+        type=int,
+        default=None,
+        help="jump moves (sample_smc's jump_modes) to the optima of a multistart from the "
+        "nominal values and this many prior draws (0: the nominal start's optimum only); "
+        "default: no jump moves",
+    )
+    parser.add_argument(
+        "--jump-start-time-limit",
+        type=float,
+        default=300.0,
+        help="seconds per start of that multistart",
     )
     parser.add_argument("--pt-chains", type=int, default=20)
     parser.add_argument("--pt-samples", type=int, default=10_000, help="PT iterations")

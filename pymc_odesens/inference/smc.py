@@ -42,6 +42,7 @@ from pymc_odesens.inference.smc_checkpoint import (
     check_model,
     with_new_moves,
 )
+from pymc_odesens.inference.smc_jumps import jump_digest, jump_points, jump_targets
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
 from pymc_odesens.inference.smc_progress import StageProgress
@@ -115,6 +116,7 @@ def _settings(
     max_stages,
     kernel="auto",
     independent_acceptance=0.3,
+    jump_moves=0,
 ) -> SmcSettings:
     def integer(v):
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
@@ -169,6 +171,7 @@ def _settings(
         "in (0, 1)",
         independent_acceptance,
     )
+    _check(integer(jump_moves) and jump_moves >= 0, "jump_moves", "an integer >= 0", jump_moves)
     return SmcSettings(
         draws=int(draws),
         n_leapfrog=int(n_leapfrog),
@@ -186,6 +189,7 @@ def _settings(
         max_stages=int(max_stages),
         kernel=kernel,
         independent_acceptance=float(independent_acceptance),
+        jump_moves=int(jump_moves),
     )
 
 
@@ -229,6 +233,9 @@ def sample_smc(
     target_acceptance: float = 0.65,
     kernel: str = "auto",
     independent_acceptance: float = 0.3,
+    jump_modes=None,
+    jump_moves: int = 1,
+    jump_population_weight: float = 0.2,
     moves: int | None = None,
     max_moves: int = 10,
     correlation_threshold: float = 0.1,
@@ -309,6 +316,24 @@ def sample_smc(
     independent_acceptance : float
         The mean acceptance below which ``kernel="auto"`` takes HMC moves from the next
         stage on (0.3).
+    jump_modes : ModeSearchResult, dict, sequence of dict or numpy.ndarray, optional
+        Optima the particles may jump to: a multistart's result
+        (:func:`~pymc_odesens.inference.find_modes` on the same model; each cluster's best
+        start), points keyed by the model's value variables (``model.initial_point()``'s
+        keys, the unconstrained coordinates), or an array ``(K, d)`` of raveled points.
+        Each stage then begins with ``jump_moves`` independent Metropolis-Hastings moves of
+        every particle from a mixture of Gaussians at these optima (the tempered
+        likelihood's curvature there, by central differences of the exact gradient,
+        ``2 d`` evaluations per optimum once per call) and the population's Gaussian
+        (:mod:`~pymc_odesens.inference.smc_jumps`): a run whose particles lost an optimum
+        at the hot stages can find it again. Exact whatever the optima are (a poor one
+        costs acceptance); ``sample_stats`` has each stage's ``jump_acceptance`` and
+        ``jumped`` (particles moved). None (default): no jump moves.
+    jump_moves : int
+        Jump moves per stage with ``jump_modes`` (1), before the stage's other moves.
+    jump_population_weight : float
+        The population Gaussian's share of the jump proposal, in [0, 1) (0.2); the
+        optima share the rest equally.
     moves : int, optional
         HMC moves per stage; default: until the largest correlation between the particles'
         coordinates at the start of the stage and now is below ``correlation_threshold``
@@ -411,6 +436,23 @@ def sample_smc(
         max_stages,
         kernel,
         independent_acceptance,
+        jump_moves if jump_modes is not None else 0,
+    )
+    _check(
+        isinstance(jump_moves, (int, np.integer))
+        and not isinstance(jump_moves, bool)
+        and jump_moves >= 1,
+        "jump_moves",
+        "an integer >= 1",
+        jump_moves,
+    )
+    _check(
+        isinstance(jump_population_weight, (int, float))
+        and not isinstance(jump_population_weight, bool)
+        and 0.0 <= jump_population_weight < 1.0,
+        "jump_population_weight",
+        "in [0, 1)",
+        jump_population_weight,
     )
     _check(isinstance(runs, (int, np.integer)) and runs >= 1, "runs", "an integer >= 1", runs)
     _check(
@@ -453,6 +495,8 @@ def sample_smc(
         trajectory_factory,
         trajectory_key,
     )
+    points = None if jump_modes is None else jump_points(jump_modes, layout)
+    digest = None if points is None else jump_digest(points, jump_population_weight)
     prior = PriorDraws(local_model)
     store = None if checkpoint is None else SmcCheckpoint(checkpoint)
     stored_entropy = None if store is None else store.stored_entropy()
@@ -469,6 +513,7 @@ def sample_smc(
                 runs,
                 entropy,
                 trajectory_model=trajectory_model is not None,
+                jumps=digest,
             ),
             change_moves=bool(change_moves),
         )
@@ -490,6 +535,17 @@ def sample_smc(
             slots = runner.n_workers
             batches = max(1, -(-2 * slots // runs))
 
+        jumps = None
+        if points is not None:
+
+            def evaluate_many(positions):
+                states = SmcRun(
+                    0, settings, handle, entropy, dispatch, 2 * max(1, batches)
+                ).evaluate(positions)
+                return states.log_likelihood, states.grad_log_likelihood
+
+            jumps = jump_targets(points, evaluate_many, jump_population_weight)
+
         saved = [None if store is None else store.load(run) for run in range(runs)]
         starts = [
             None
@@ -500,7 +556,15 @@ def sample_smc(
 
         def one_run(run: int) -> RunResult:
             sampler = SmcRun(
-                run, settings, handle, entropy, dispatch, batches, progress.stage, progress.move
+                run,
+                settings,
+                handle,
+                entropy,
+                dispatch,
+                batches,
+                progress.stage,
+                progress.move,
+                jumps=jumps,
             )
             state = saved[run]
             if state is None:

@@ -74,11 +74,16 @@ def call_signature(
     runs: int,
     entropy: int,
     trajectory_model: bool = False,
+    jumps: str | None = None,
 ) -> dict:
     """What a checkpoint must match to be continued (module docstring); the model itself is
     checked by its log-density and gradient at stored particles (:func:`check_model`), the
-    trajectory model by the gradient."""
+    trajectory model by the gradient; ``jumps``: the digest of the jump moves' optima
+    (:func:`~pymc_odesens.inference.smc_jumps.jump_digest`)."""
     shaping = {k: v for k, v in vars(settings).items() if k != "max_stages"}
+    if not settings.jump_moves:
+        # only with jumps: a checkpoint written before jump moves existed still matches
+        del shaping["jump_moves"]
     signature = {
         "format": FORMAT,
         "variables": [[name, list(shape)] for name, shape in zip(layout.names, layout.shapes)],
@@ -90,6 +95,8 @@ def call_signature(
     if trajectory_model:
         # only then: a checkpoint written before trajectory models existed still matches
         signature["trajectory_model"] = True
+    if jumps is not None:
+        signature["jumps"] = jumps
     return signature
 
 
@@ -104,6 +111,7 @@ MOVE_SETTINGS = (
     "correlation_threshold",
     "kernel",
     "independent_acceptance",
+    "jump_moves",
 )
 """The settings of the moves alone: a checkpoint continued with ``change_moves=True`` may
 change them (and the trajectory model). Any move that leaves each stage's tempered target
@@ -112,7 +120,7 @@ invariant keeps the runs exact; the temperature steps, resampling and population
 
 
 def _without_moves(signature: dict) -> dict:
-    out = {k: v for k, v in signature.items() if k != "trajectory_model"}
+    out = {k: v for k, v in signature.items() if k not in ("trajectory_model", "jumps")}
     out["settings"] = {
         k: v for k, v in signature.get("settings", {}).items() if k not in MOVE_SETTINGS
     }

@@ -72,10 +72,14 @@ def independent_move(
     position: np.ndarray,
     evaluation: Evaluation,
     beta: float,
-    proposal: PopulationGaussian,
+    proposal,
     rng: np.random.Generator,
 ) -> MoveOutcome:
     """One independent Metropolis-Hastings move of one particle (module docstring).
+
+    ``proposal``: a :class:`PopulationGaussian`, or anything with ``draw(rng)`` and
+    ``log_density(x)`` (up to a constant common to ``x``: the jumps' normalised
+    :class:`~pymc_odesens.inference.smc_jumps.GaussianMixture`).
 
     ``acceptance`` is the acceptance probability (0 for a failed proposal); one uniform draw
     follows the proposal's normal draws in ``rng``.

@@ -42,14 +42,19 @@ class StageProgress:
 
     def stage(self, run: int, stage: int, record: StageRecord) -> None:
         """One line: run, stage, beta, ESS, acceptance, step size, leapfrog steps, moves,
-        failures, time."""
+        jumps (with jump moves), failures, time."""
         self._print(
             f"SMC run {run + 1}/{self.runs} stage {stage:3d}: beta {record.beta:.4g}  "
             f"ESS {record.ess:.0f}/{self.draws}{' (resampled)' if record.resampled else ''}  "
             f"acceptance {record.acceptance_rate:.2f}  step {record.step_size:.3g}  "
             f"leapfrog {record.n_leapfrog}  moves {record.moves}"
             f"{' (independent)' if record.independent else ''}  "
-            f"failed {record.failed_evaluations}  "
+            + (
+                f"jumps {record.jumped} (acceptance {record.jump_acceptance:.2f})  "
+                if record.jump_moves
+                else ""
+            )
+            + f"failed {record.failed_evaluations}  "
             f"{record.seconds:.1f} s"
         )
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_odesens.inference.smc_independent import PopulationGaussian
+from pymc_odesens.inference.smc_jumps import GaussianMixture, JumpTargets
 from pymc_odesens.inference.smc_mass_matrix import population_metric
 from pymc_odesens.inference.smc_move_stopping import max_correlation, stopping_threshold
 from pymc_odesens.inference.smc_resampling import resample
@@ -94,6 +95,9 @@ class SmcSettings:
     max_stages: int
     kernel: str = "auto"
     independent_acceptance: float = 0.3
+    jump_moves: int = 0
+    """Moves of each stage's start from the mixture at the jump targets
+    (:mod:`~pymc_odesens.inference.smc_jumps`; 0: none)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,13 @@ class StageRecord:
     seconds: float
     independent: bool = False
     """The stage's moves were independent Metropolis-Hastings moves (else HMC)."""
+    jump_moves: int = 0
+    """Moves from the mixture at the jump targets before the others (``moves`` counts
+    both)."""
+    jump_acceptance: float = float("nan")
+    """Their mean acceptance probability."""
+    jumped: int = 0
+    """Particles those moves moved (accepted proposals)."""
 
 
 @dataclass
@@ -152,6 +163,10 @@ class StagePartial:
     gradients: int
     correlation: float
     seconds: float
+    jumped: int = 0
+    """Accepted jump moves so far."""
+    jump_moves: int = 0
+    """The stage's jump moves (its first moves), fixed when it began."""
 
 
 @dataclass
@@ -236,6 +251,9 @@ class SmcRun:
         ``on_move(run, stage, moves, acceptance, failed, seconds)`` after each move: the
         moves done in the stage, the last move's mean acceptance and failed evaluations,
         the stage's time so far (the progress display of slow stages).
+    jumps : JumpTargets, optional
+        The optima of the jump moves (``settings.jump_moves`` of them at each stage's
+        start; :mod:`~pymc_odesens.inference.smc_jumps`).
     """
 
     def __init__(
@@ -248,6 +266,7 @@ class SmcRun:
         batches: int,
         on_stage: Callable | None = None,
         on_move: Callable | None = None,
+        jumps: JumpTargets | None = None,
     ) -> None:
         self.run = run
         self.settings = settings
@@ -257,6 +276,7 @@ class SmcRun:
         self.batches = max(1, min(int(batches), settings.draws))
         self.on_stage = on_stage
         self.on_move = on_move
+        self.jumps = jumps if settings.jump_moves > 0 else None
 
     def _split(self, n: int) -> list[np.ndarray]:
         return [b for b in np.array_split(np.arange(n), self.batches) if len(b)]
@@ -396,26 +416,47 @@ class SmcRun:
         threshold = stopping_threshold(
             settings.correlation_threshold, effective_sample_size(log_weights), d
         )
+        planned = 0 if self.jumps is None else settings.jump_moves
         done = (
-            StagePartial(0, states, step_size, n_leapfrog, [], 0, 0, 0, 1.0, 0.0)
+            StagePartial(0, states, step_size, n_leapfrog, [], 0, 0, 0, 1.0, 0.0, 0, planned)
             if partial is None
             else dataclasses.replace(partial, acceptances=list(partial.acceptances))
         )
-        limit = settings.moves if settings.moves is not None else settings.max_moves
+        # a stage continued from a checkpoint keeps the jump moves it began with (those
+        # made, if this call has no jump targets)
+        jump_moves = done.jump_moves if self.jumps is not None else min(done.jump_moves, done.moves)
+        jump = (
+            self.jumps.proposal(states.positions, weights, beta)
+            if self.jumps is not None and done.moves < jump_moves
+            else None
+        )
+        limit = jump_moves + (settings.moves if settings.moves is not None else settings.max_moves)
         for move in range(done.moves, limit):
+            jumping = move < jump_moves and jump is not None
             results = self._move(
-                done.states, beta, metric, done.step_size, done.n_leapfrog, stage, move, proposal
+                done.states,
+                beta,
+                metric,
+                done.step_size,
+                done.n_leapfrog,
+                stage,
+                move,
+                jump if jumping else proposal,
             )
             acceptance = float(weights @ results.acceptance / weights.sum())
             done.acceptances.append(acceptance)
             done.failed += int(results.failed.sum())
             done.divergent += int(results.divergent.sum())
             done.gradients += int(results.gradient_evaluations.sum())
+            if jumping:
+                moved = np.any(results.states.positions != done.states.positions, axis=1)
+                done.jumped += int(np.count_nonzero(moved))
             done.states = results.states
-            if proposal is None:
+            if proposal is None and not jumping:
                 done.step_size *= float(np.exp(acceptance - settings.target_acceptance))
             if (
                 proposal is None
+                and not jumping
                 and settings.adapt_n_leapfrog
                 and acceptance >= 0.5 * settings.target_acceptance
             ):
@@ -437,7 +478,7 @@ class SmcRun:
                     time.perf_counter() - t0,
                 )
             done.correlation = max_correlation(start, done.states.positions, weights)
-            if settings.moves is None and done.correlation < threshold:
+            if settings.moves is None and not jumping and done.correlation < threshold:
                 break
             if done.moves < limit and deadline is not None and _now() >= deadline:
                 done.seconds = time.perf_counter() - t0
@@ -447,7 +488,9 @@ class SmcRun:
             ess=ess,
             resampled=bool(resampled),
             log_evidence_increment=increment,
-            acceptance_rate=float(np.mean(done.acceptances)) if done.acceptances else float("nan"),
+            acceptance_rate=float(np.mean(done.acceptances[jump_moves:]))
+            if done.acceptances[jump_moves:]
+            else float("nan"),
             step_size=done.step_size,
             n_leapfrog=done.n_leapfrog,
             moves=done.moves,
@@ -458,6 +501,11 @@ class SmcRun:
             gradient_evaluations=done.gradients,
             seconds=time.perf_counter() - t0,
             independent=proposal is not None,
+            jump_moves=jump_moves,
+            jump_acceptance=float(np.mean(done.acceptances[:jump_moves]))
+            if jump_moves
+            else float("nan"),
+            jumped=done.jumped,
         )
         return RunState(
             stage=stage,
@@ -492,7 +540,7 @@ class SmcRun:
         n_leapfrog,
         stage,
         move,
-        proposal: PopulationGaussian | None = None,
+        proposal: PopulationGaussian | GaussianMixture | None = None,
     ) -> MoveResults:
         parts = self._split(len(states))
         units = [

@@ -26,6 +26,7 @@ import numpy as np
 
 from pymc_odesens.inference.smc_hmc import hmc_move
 from pymc_odesens.inference.smc_independent import PopulationGaussian, independent_move
+from pymc_odesens.inference.smc_jumps import GaussianMixture
 from pymc_odesens.inference.smc_mass_matrix import PopulationMetric
 from pymc_odesens.inference.smc_target import Evaluation, TemperedTarget
 from pymc_odesens.inference.smc_trajectory import draw_leapfrog_steps
@@ -168,9 +169,10 @@ class MoveBatch:
     random_steps: bool = False
     """Each particle's number of steps drawn with mean ``n_leapfrog``
     (:mod:`~pymc_odesens.inference.smc_trajectory`), else ``n_leapfrog`` for all."""
-    proposal: PopulationGaussian | None = None
+    proposal: PopulationGaussian | GaussianMixture | None = None
     """Given: an independent Metropolis-Hastings move with this proposal
-    (:mod:`~pymc_odesens.inference.smc_independent`) instead of an HMC move."""
+    (:mod:`~pymc_odesens.inference.smc_independent`, or the jump moves' mixture of
+    :mod:`~pymc_odesens.inference.smc_jumps`) instead of an HMC move."""
 
 
 @dataclass

@@ -1,0 +1,255 @@
+"""Jumps between known optima: independent Metropolis-Hastings moves of tempered SMC from a
+mixture of Gaussians at given points (multistart optima) and the population's Gaussian.
+
+A run of tempered SMC keeps only the optima its population holds when, at some small
+``beta``, they separate: local moves (HMC) cannot reach an optimum the particles have
+lost, and independent runs then disagree (Fujita_SciSignal2010: four runs, log evidences
+683 log-units apart, one run holding the best optimum). Optima found by a multistart
+(:func:`~pymc_odesens.inference.find_modes`) are where the posterior's mass may be, even
+where the particles are not. So with ``sample_smc(jump_modes=...)``, each stage begins with
+``jump_moves`` independent Metropolis-Hastings moves of every particle from the mixture
+
+    q(x) = w N(x; m, S) + (1 - w) / K sum_k N(x; x_k, (beta H_k + S^-1)^-1),
+
+``m, S`` the particles' weighted mean and covariance
+(:func:`~pymc_odesens.inference.smc_mass_matrix.population_covariance`), ``x_k`` the ``K``
+given optima, ``H_k`` the positive semi-definite part of minus the log-likelihood's
+Hessian at ``x_k`` (central differences of the exact gradient, computed once per call) and
+``w`` the ``population_weight``. A component is the tempered likelihood's curvature at the
+optimum, with the population's spread where that curvature is flat (along a ridge) or
+tempered away (small ``beta``). The move is accepted with probability
+
+    min(1, exp(log pi_beta(x') - log pi_beta(x) + log q(x) - log q(x'))),
+
+with ``q`` normalised (its components differ), so it leaves every stage's tempered target
+invariant, whatever the optima are: a wrong or missing optimum costs acceptance, never
+exactness. The evidence's weights do not involve the moves. A proposal whose solve fails
+is rejected and counted, as in :mod:`~pymc_odesens.inference.smc_independent`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.special import logsumexp
+
+from pymc_odesens.inference.smc_mass_matrix import population_covariance
+from pymc_odesens.inference.smc_target import ParticleLayout
+
+__all__ = [
+    "JUMP_STEP",
+    "GaussianMixture",
+    "JumpTargets",
+    "jump_digest",
+    "jump_points",
+    "jump_targets",
+]
+
+JUMP_STEP = 1e-4
+"""The central differences' step of :func:`jump_targets`, in the unconstrained
+coordinates."""
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class GaussianMixture:
+    """A mixture of Gaussians, each given by its mean and the Cholesky factor of its
+    precision matrix.
+
+    Attributes
+    ----------
+    log_weights : numpy.ndarray
+        ``(C,)``, normalised (``logsumexp = 0``).
+    means : numpy.ndarray
+        ``(C, d)``.
+    precision_choleskys : numpy.ndarray
+        ``(C, d, d)``, lower-triangular ``R`` with ``R R'`` the component's precision.
+    """
+
+    log_weights: np.ndarray
+    means: np.ndarray
+    precision_choleskys: np.ndarray
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One draw: the component by one uniform, then ``d`` normal draws."""
+        u = rng.uniform()
+        c = int(np.searchsorted(np.cumsum(np.exp(self.log_weights)), u, side="right"))
+        c = min(c, len(self.log_weights) - 1)
+        z = rng.standard_normal(self.means.shape[1])
+        # x = mean + R'^-1 z has covariance (R R')^-1
+        return self.means[c] + solve_triangular(
+            self.precision_choleskys[c], z, lower=True, trans="T"
+        )
+
+    def log_density(self, x: np.ndarray) -> float:
+        """``log q(x)``, normalised."""
+        x = np.asarray(x, dtype=float)
+        d = self.means.shape[1]
+        terms = np.empty(len(self.log_weights))
+        for c, (mean, r) in enumerate(zip(self.means, self.precision_choleskys)):
+            z = r.T @ (x - mean)
+            log_det = float(np.sum(np.log(np.diag(r))))
+            terms[c] = self.log_weights[c] + log_det - 0.5 * (d * _LOG_2PI + float(z @ z))
+        return float(logsumexp(terms))
+
+
+@dataclass(frozen=True)
+class JumpTargets:
+    """The optima the jumps go to, with the likelihood's curvature there.
+
+    Attributes
+    ----------
+    points : numpy.ndarray
+        ``(K, d)`` optima in the particles' unconstrained coordinates.
+    curvatures : numpy.ndarray
+        ``(K, d, d)``: the positive semi-definite part of minus the log-likelihood's
+        Hessian at each (:func:`jump_targets`).
+    population_weight : float
+        The population Gaussian's share of the mixture, in ``[0, 1)``.
+    """
+
+    points: np.ndarray
+    curvatures: np.ndarray
+    population_weight: float
+
+    def proposal(self, positions: np.ndarray, weights: np.ndarray, beta: float) -> GaussianMixture:
+        """The mixture of the module docstring at inverse temperature ``beta`` for the
+        population ``positions`` ``(N, d)`` with ``weights`` ``(N,)`` (any normalisation)."""
+        w = np.asarray(weights, dtype=float)
+        mean = (w / w.sum()) @ np.asarray(positions, dtype=float)
+        covariance = population_covariance(positions, weights)
+        d = len(mean)
+        # the population's precision S^-1 through its Cholesky factor L: (L L')^-1
+        inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
+        population_precision = inverse_l.T @ inverse_l
+        means, choleskys, log_weights = [], [], []
+        k = len(self.points)
+        if self.population_weight > 0.0:
+            means.append(mean)
+            choleskys.append(np.linalg.cholesky(population_precision))
+            log_weights.append(math.log(self.population_weight))
+        share = math.log((1.0 - self.population_weight) / k)
+        for point, curvature in zip(self.points, self.curvatures):
+            precision = float(beta) * curvature + population_precision
+            means.append(point)
+            choleskys.append(np.linalg.cholesky(0.5 * (precision + precision.T)))
+            log_weights.append(share)
+        return GaussianMixture(np.array(log_weights), np.array(means), np.array(choleskys))
+
+
+def jump_digest(points: np.ndarray, population_weight: float) -> str:
+    """A digest of the jumps' optima and the population's weight (what a checkpoint's
+    signature holds of them)."""
+    h = hashlib.sha256(np.ascontiguousarray(points, dtype=float).tobytes())
+    h.update(repr(float(population_weight)).encode())
+    return h.hexdigest()
+
+
+def jump_targets(
+    points: np.ndarray,
+    evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    population_weight: float,
+    step: float = JUMP_STEP,
+) -> JumpTargets:
+    """The :class:`JumpTargets` of ``points`` ``(K, d)``: at each, the positive
+    semi-definite part of minus the log-likelihood's Hessian by central differences of its
+    exact gradient (``2 d`` evaluations per point, all in one call of ``evaluate_many``).
+
+    Parameters
+    ----------
+    points : numpy.ndarray
+        ``(K, d)`` optima in the particles' unconstrained coordinates.
+    evaluate_many : callable
+        ``positions (M, d) -> (log_likelihood (M,), grad_log_likelihood (M, d))``.
+    population_weight : float
+        :attr:`JumpTargets.population_weight`.
+    step : float
+        The differences' step.
+
+    Raises
+    ------
+    ValueError
+        The log-likelihood or its gradient is not finite next to a point (a failed solve
+        there; the point named).
+    """
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    k, d = points.shape
+    offsets = step * np.eye(d)
+    positions = np.concatenate([np.concatenate([x + offsets, x - offsets]) for x in points])
+    log_likelihood, gradients = evaluate_many(positions)
+    curvatures = np.empty((k, d, d))
+    for j, point in enumerate(points):
+        rows = slice(2 * d * j, 2 * d * (j + 1))
+        values, grads = np.asarray(log_likelihood[rows]), np.asarray(gradients[rows])
+        if not (np.all(np.isfinite(values)) and np.all(np.isfinite(grads))):
+            raise ValueError(
+                f"jump_modes: the log-likelihood or its gradient is not finite next to "
+                f"optimum {j} ({point.tolist()}): a failed solve there; leave it out"
+            )
+        # row i of the plus block: the gradient at x + step e_i
+        hessian = (grads[:d] - grads[d:]) / (2.0 * step)
+        minus_hessian = -0.5 * (hessian + hessian.T)
+        eigenvalues, vectors = np.linalg.eigh(minus_hessian)
+        curvatures[j] = (vectors * np.clip(eigenvalues, 0.0, None)) @ vectors.T
+    return JumpTargets(points, curvatures, float(population_weight))
+
+
+def jump_points(jump_modes, layout: ParticleLayout) -> np.ndarray:
+    """``jump_modes`` as a ``(K, d)`` array of raveled unconstrained points.
+
+    ``jump_modes``: a :class:`~pymc_odesens.inference.ModeSearchResult` (the best start of
+    each cluster, in the sampler's coordinates), one point or a sequence of points keyed by
+    the model's value variables (``k_log__``: ``model.initial_point()``'s keys), or an
+    array ``(K, d)`` of raveled points.
+
+    Raises
+    ------
+    ValueError
+        No point, a point without one of the value variables or with another shape, or
+        not finite (named).
+    """
+    if hasattr(jump_modes, "clusters") and hasattr(jump_modes, "objective"):
+        objective = jump_modes.objective
+        jump_modes = [objective.sampler_point(c.best.x) for c in jump_modes.clusters]
+    if isinstance(jump_modes, Mapping):
+        jump_modes = [jump_modes]
+    if isinstance(jump_modes, np.ndarray):
+        points = np.atleast_2d(np.asarray(jump_modes, dtype=float))
+        if points.ndim != 2 or points.shape[1] != layout.size:
+            raise ValueError(
+                f"jump_modes: expected an array of shape (K, {layout.size}) (raveled points "
+                f"of {list(layout.names)}), got shape {np.shape(jump_modes)}"
+            )
+    else:
+        rows = []
+        for j, point in enumerate(list(jump_modes)):
+            if not isinstance(point, Mapping):
+                raise ValueError(
+                    f"jump_modes: point {j} is a {type(point).__name__}; expected a dict by "
+                    f"value variable ({list(layout.names)})"
+                )
+            missing = [name for name in layout.names if name not in point]
+            if missing:
+                raise ValueError(
+                    f"jump_modes: point {j} lacks the value variables {missing} (expected "
+                    f"keys {list(layout.names)}, the sampler's coordinates)"
+                )
+            for name, shape in zip(layout.names, layout.shapes):
+                if np.shape(point[name]) != shape:
+                    raise ValueError(
+                        f"jump_modes: point {j}'s {name} has shape {np.shape(point[name])}, "
+                        f"expected {shape}"
+                    )
+            rows.append(layout.join(point))
+        points = np.array(rows, dtype=float).reshape(len(rows), layout.size)
+    if len(points) == 0:
+        raise ValueError("jump_modes: expected at least one point, got none")
+    if not np.all(np.isfinite(points)):
+        raise ValueError("jump_modes: expected finite points, got non-finite values")
+    return points
