@@ -419,6 +419,14 @@ def sample_smc(
         ``time_limit`` passed before every run reached ``beta = 1``.
     """
     started = time.perf_counter()
+    _check(
+        isinstance(jump_moves, (int, np.integer))
+        and not isinstance(jump_moves, bool)
+        and jump_moves >= 1,
+        "jump_moves",
+        "an integer >= 1",
+        jump_moves,
+    )
     settings = _settings(
         draws,
         n_leapfrog,
@@ -437,14 +445,6 @@ def sample_smc(
         kernel,
         independent_acceptance,
         jump_moves if jump_modes is not None else 0,
-    )
-    _check(
-        isinstance(jump_moves, (int, np.integer))
-        and not isinstance(jump_moves, bool)
-        and jump_moves >= 1,
-        "jump_moves",
-        "an integer >= 1",
-        jump_moves,
     )
     _check(
         isinstance(jump_population_weight, (int, float))
@@ -539,9 +539,10 @@ def sample_smc(
         if points is not None:
 
             def evaluate_many(positions):
-                states = SmcRun(
-                    0, settings, handle, entropy, dispatch, 2 * max(1, batches)
-                ).evaluate(positions)
+                # split as all runs' batches together: one call, every worker busy
+                states = SmcRun(0, settings, handle, entropy, dispatch, batches * runs).evaluate(
+                    positions
+                )
                 return states.log_likelihood, states.grad_log_likelihood
 
             jumps = jump_targets(points, evaluate_many, jump_population_weight)
