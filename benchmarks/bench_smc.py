@@ -69,7 +69,7 @@ def ours(name: str, args) -> dict:
         trajectory = PetabProblem.from_yaml(
             petab_yaml(name), relative_tolerance=rtol, absolute_tolerance=atol, gradient_check=False
         )
-    jump_modes = None
+    jump_modes = jump_log_likelihoods = None
     if args.jump_starts is not None:
         # the optima the jump moves go to: a multistart from the nominal values (the
         # collection's published fit) and --jump-starts prior draws
@@ -85,13 +85,15 @@ def ours(name: str, args) -> dict:
             start_time_limit=args.jump_start_time_limit,
             n_workers=args.cores,
         )
-        if not args.jump_starts:  # the nominal start only
-            best = [c for c in jump_modes.clusters if c.best.index >= 1]
-            jump_modes.clusters = tuple(best) or jump_modes.clusters
+        clusters = jump_modes.clusters
+        if not args.jump_starts:  # the nominal start's optimum only (the start after the one draw)
+            clusters = [c for c in clusters if c.best.index >= 1] or clusters
+        jump_log_likelihoods = [float(c.log_likelihood) for c in clusters]
         progress(
-            f"{name}: {len(jump_modes.clusters)} optima to jump to, log-likelihoods "
-            + ", ".join(f"{c.log_likelihood:.2f}" for c in jump_modes.clusters)
+            f"{name}: {len(clusters)} optima to jump to, log-likelihoods "
+            + ", ".join(f"{v:.2f}" for v in jump_log_likelihoods)
         )
+        jump_modes = [jump_modes.objective.sampler_point(c.best.x) for c in clusters]
     try:
         idata = pymc_odesens.sample_smc(
             problem,
@@ -110,10 +112,7 @@ def ours(name: str, args) -> dict:
         )
     except pymc_odesens.SmcTimeLimitReached as stopped:
         record = stopped_runs(stopped, checkpoint, time.perf_counter() - started, args)
-        if jump_modes is not None:
-            record["jump_optima_log_likelihoods"] = [
-                float(c.log_likelihood) for c in jump_modes.clusters
-            ]
+        record["jump_optima_log_likelihoods"] = jump_log_likelihoods
         return record
     seconds = time.perf_counter() - started
     if args.save_idata is not None:
@@ -139,9 +138,7 @@ def ours(name: str, args) -> dict:
         "stage_seconds": stats["stage_seconds"].values.tolist(),
         "jumped_per_stage": stats["jumped"].values.tolist(),
         "jump_acceptance_per_stage": stats["jump_acceptance"].values.tolist(),
-        "jump_optima_log_likelihoods": None
-        if jump_modes is None
-        else [float(c.log_likelihood) for c in jump_modes.clusters],
+        "jump_optima_log_likelihoods": jump_log_likelihoods,
         "seconds": seconds,
         "draws": args.draws,
         "runs": args.runs,

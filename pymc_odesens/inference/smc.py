@@ -47,7 +47,7 @@ from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
 from pymc_odesens.inference.smc_progress import StageProgress
 from pymc_odesens.inference.smc_resampling import RESAMPLING
-from pymc_odesens.inference.smc_run import RunResult, SmcRun, SmcSettings
+from pymc_odesens.inference.smc_run import RunResult, SmcRun, SmcSettings, evaluate_positions
 from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws
 from pymc_odesens.inference.smc_tempering import CRITERIA
 from pymc_odesens.inference.smc_work import TargetHandle, tempered_target
@@ -540,9 +540,7 @@ def sample_smc(
 
             def evaluate_many(positions):
                 # split as all runs' batches together: one call, every worker busy
-                states = SmcRun(0, settings, handle, entropy, dispatch, batches * runs).evaluate(
-                    positions
-                )
+                states = evaluate_positions(handle, dispatch, batches * runs, positions)
                 return states.log_likelihood, states.grad_log_likelihood
 
             jumps = jump_targets(points, evaluate_many, jump_population_weight)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -75,11 +75,22 @@ class GaussianMixture:
     log_weights: np.ndarray
     means: np.ndarray
     precision_choleskys: np.ndarray
+    _cumulative: np.ndarray = field(init=False, repr=False)
+    _log_coefficients: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # each component's log weight plus its normalising constant, and the weights'
+        # running sum: once, not at every draw and density
+        d = self.means.shape[1]
+        log_dets = np.log(np.diagonal(self.precision_choleskys, axis1=1, axis2=2)).sum(axis=1)
+        coefficients = self.log_weights + log_dets - 0.5 * d * _LOG_2PI
+        object.__setattr__(self, "_log_coefficients", coefficients)
+        object.__setattr__(self, "_cumulative", np.cumsum(np.exp(self.log_weights)))
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One draw: the component by one uniform, then ``d`` normal draws."""
         u = rng.uniform()
-        c = int(np.searchsorted(np.cumsum(np.exp(self.log_weights)), u, side="right"))
+        c = int(np.searchsorted(self._cumulative, u, side="right"))
         c = min(c, len(self.log_weights) - 1)
         z = rng.standard_normal(self.means.shape[1])
         # x = mean + R'^-1 z has covariance (R R')^-1
@@ -90,13 +101,9 @@ class GaussianMixture:
     def log_density(self, x: np.ndarray) -> float:
         """``log q(x)``, normalised."""
         x = np.asarray(x, dtype=float)
-        d = self.means.shape[1]
-        terms = np.empty(len(self.log_weights))
-        for c, (mean, r) in enumerate(zip(self.means, self.precision_choleskys)):
-            z = r.T @ (x - mean)
-            log_det = float(np.sum(np.log(np.diag(r))))
-            terms[c] = self.log_weights[c] + log_det - 0.5 * (d * _LOG_2PI + float(z @ z))
-        return float(logsumexp(terms))
+        # z_c = R_c' (x - mean_c), for every component at once
+        z = np.einsum("cij,ci->cj", self.precision_choleskys, x - self.means)
+        return float(logsumexp(self._log_coefficients - 0.5 * np.einsum("cj,cj->c", z, z)))
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,16 @@ from pymc_odesens.inference.smc_work import (
     run_move_batch,
 )
 
-__all__ = ["SmcSettings", "StageRecord", "StagePartial", "RunResult", "RunState", "SmcRun"]
+__all__ = [
+    "SmcSettings",
+    "StageRecord",
+    "StagePartial",
+    "RunResult",
+    "RunState",
+    "SmcRun",
+    "evaluate_positions",
+    "split_rows",
+]
 
 
 def _now() -> float:
@@ -230,6 +239,31 @@ Dispatch = Callable[[Callable, list], list]
 """``dispatch(function, units)``: ``[function(unit) for unit in units]``, maybe elsewhere."""
 
 
+def split_rows(n: int, batches: int) -> list[np.ndarray]:
+    """Row indices ``0 .. n-1`` in at most ``batches`` non-empty, contiguous parts."""
+    return [b for b in np.array_split(np.arange(n), max(1, batches)) if len(b)]
+
+
+def evaluate_positions(
+    handle: TargetHandle, dispatch: Dispatch, batches: int, positions: np.ndarray
+) -> ParticleStates:
+    """The states at ``positions`` ``(M, d)``, evaluated in ``batches`` units by
+    ``dispatch`` (the particles of a run, or any other points of the target)."""
+    parts = split_rows(len(positions), batches)
+    results = dispatch(run_evaluation_batch, [EvaluationBatch(handle, positions[p]) for p in parts])
+    m, d = positions.shape
+    states = ParticleStates(
+        np.array(positions, dtype=float),
+        np.empty(m),
+        np.empty(m),
+        np.empty((m, d)),
+        np.empty((m, d)),
+    )
+    for p, result in zip(parts, results):
+        states.put(p, result)
+    return states
+
+
 class SmcRun:
     """One run (a "chain" of the output): its population and schedule.
 
@@ -279,23 +313,10 @@ class SmcRun:
         self.jumps = jumps if settings.jump_moves > 0 else None
 
     def _split(self, n: int) -> list[np.ndarray]:
-        return [b for b in np.array_split(np.arange(n), self.batches) if len(b)]
+        return split_rows(n, self.batches)
 
     def evaluate(self, positions: np.ndarray) -> ParticleStates:
-        parts = self._split(len(positions))
-        units = [EvaluationBatch(self.handle, positions[p]) for p in parts]
-        results = self.dispatch(run_evaluation_batch, units)
-        d = positions.shape[1]
-        states = ParticleStates(
-            np.array(positions, dtype=float),
-            np.empty(len(positions)),
-            np.empty(len(positions)),
-            np.empty((len(positions), d)),
-            np.empty((len(positions), d)),
-        )
-        for p, result in zip(parts, results):
-            states.put(p, result)
-        return states
+        return evaluate_positions(self.handle, self.dispatch, self.batches, positions)
 
     def initial_state(self, positions: np.ndarray) -> RunState:
         """The state before the first stage: the prior draws ``positions`` ``(N, d)``
