@@ -30,12 +30,16 @@ Run:  python benchmarks/bench_smc.py
           --time-limit 3600 --checkpoint DIR   (again with the same options: continues)
       python benchmarks/bench_smc.py ... --jump-starts 4   (jump moves to the optima of a
           multistart from the nominal values and 4 prior draws)
+      python benchmarks/bench_smc.py ... --jump-starts 0 --jump-initial-points FILE.json
+          (the multistart also starts at the points of FILE: a JSON list of
+          {parameter id: value on its parameterScale})
       (writes results/bench_smc.json, or results/<name>.json with --output <name>)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -76,17 +80,23 @@ def ours(name: str, args) -> dict:
         from pymc_odesens.inference import find_modes
 
         ids, nominal = problem.parameters.ids, problem.parameters.nominal
-        progress(f"{name}: find_modes, the nominal start and {args.jump_starts} from the prior")
+        initial_points = [dict(zip(ids, map(float, nominal)))]
+        if args.jump_initial_points is not None:
+            initial_points += json.loads(args.jump_initial_points.read_text())
+        progress(
+            f"{name}: find_modes, the nominal start, {len(initial_points) - 1} given "
+            f"and {args.jump_starts} from the prior"
+        )
         jump_modes = find_modes(
             problem,
             max(args.jump_starts, 1) if args.jump_starts else 1,
             random_seed=args.seed,
-            initial_points=[dict(zip(ids, map(float, nominal)))],
+            initial_points=initial_points,
             start_time_limit=args.jump_start_time_limit,
             n_workers=args.cores,
         )
         clusters = jump_modes.clusters
-        if not args.jump_starts:  # the nominal start's optimum only (the start after the one draw)
+        if not args.jump_starts:  # the optima of the given starts only (after the one draw)
             clusters = [c for c in clusters if c.best.index >= 1] or clusters
         jump_log_likelihoods = [float(c.log_likelihood) for c in clusters]
         progress(
@@ -306,6 +316,13 @@ def main(argv=None) -> None:
         help="jump moves (sample_smc's jump_modes) to the optima of a multistart from the "
         "nominal values and this many prior draws (0: the nominal start's optimum only); "
         "default: no jump moves",
+    )
+    parser.add_argument(
+        "--jump-initial-points",
+        type=Path,
+        default=None,
+        help="a JSON file, a list of {parameter id: value on its parameterScale}: more starts "
+        "of that multistart (after the nominal values)",
     )
     parser.add_argument(
         "--jump-start-time-limit",

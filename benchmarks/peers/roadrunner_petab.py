@@ -72,7 +72,9 @@ def simulate(problem: petab.Problem, sbml: Path, restarts, rtol: float, atol: fl
                 continue
             runner[f"init([{key}])" if key in species else key] = _value(value, nominal)
         stops = sorted({0.0, *map(float, restarts), *rows[petab.TIME].astype(float)})
-        states = {0.0: runner.getFloatingSpeciesConcentrations()}
+        # (getFloatingSpeciesConcentrations is gone from libRoadRunner 2.10: the named array's
+        # columns are the floating species in the same order)
+        states = {0.0: np.asarray(runner.getFloatingSpeciesConcentrationsNamedArray()).ravel()}
         runner.timeCourseSelections = ["time"] + [f"[{s}]" for s in species]
         for start, end in zip(stops[:-1], stops[1:]):
             states[end] = np.array(runner.simulate(start, end, 2))[-1, 1:]
