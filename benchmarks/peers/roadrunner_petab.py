@@ -71,6 +71,8 @@ def simulate(problem: petab.Problem, sbml: Path, restarts, rtol: float, atol: fl
             if key == petab.CONDITION_NAME:
                 continue
             runner[f"init([{key}])" if key in species else key] = _value(value, nominal)
+        # the initial assignments (species set from parameters) again, from the values set
+        runner.reset()
         stops = sorted({0.0, *map(float, restarts), *rows[petab.TIME].astype(float)})
         # (getFloatingSpeciesConcentrations is gone from libRoadRunner 2.10: the named array's
         # columns are the floating species in the same order)
