@@ -36,6 +36,47 @@ def test_nuts_from_the_population_reaches_the_conjugate_posterior():
     np.testing.assert_allclose(np.cov(draws.T), covariance, rtol=0.25, atol=0.02)
     assert len(nuts.posterior.attrs["smc_evidence_weights"]) == 3
     assert 2.0 < nuts.posterior.attrs["smc_effective_runs"] <= 3.0
+    # the population is the posterior: about 1 / (N + 1) of the draws above every particle
+    stats = fit.sample_stats
+    distinct = np.unique((stats["particle_log_prior"] + stats["particle_log_likelihood"]).values)
+    expected = nuts.posterior.attrs["smc_draws_above_particles_expected"]
+    assert expected == pytest.approx(1.0 / (distinct.size + 1))
+    assert nuts.posterior.attrs["smc_draws_above_particles"] <= 10.0 * expected
+
+
+def _lower_half(fit: az.InferenceData) -> az.InferenceData:
+    """``fit`` with each run's particles replaced by those of its lower half in log-density
+    (each twice): a population that lost the posterior's densest region."""
+    damaged = fit.copy()
+    stats = damaged.sample_stats
+    log_density = (stats["particle_log_prior"] + stats["particle_log_likelihood"]).values
+    count = log_density.shape[1]
+    for run, row in enumerate(log_density):
+        lower = np.argsort(row)[: count // 2]
+        take = np.resize(lower, count)
+        for name in damaged.posterior.data_vars:
+            damaged.posterior[name].values[run] = damaged.posterior[name].values[run][take]
+        for name in ("particle_log_prior", "particle_log_likelihood"):
+            stats[name].values[run] = stats[name].values[run][take]
+    return damaged
+
+
+def test_draws_above_every_particle_say_that_the_population_missed_density():
+    fit = sample_smc(linear_model(), random_seed=4, **{**SMC_OPTIONS, "runs": 3})
+    damaged = _lower_half(fit)
+    with pytest.warns(RuntimeWarning, match=r"of the NUTS draws have a higher log-density than"):
+        nuts = sample_nuts_from_smc(
+            linear_model(),
+            damaged,
+            draws=300,
+            tune=100,
+            chains=2,
+            cores=1,
+            random_seed=1,
+            progressbar=False,
+        )
+    # every particle is below the population's median: about half the draws are above them
+    assert 0.3 < nuts.posterior.attrs["smc_draws_above_particles"] < 0.7
 
 
 def _spy(monkeypatch) -> tuple[dict, list]:
