@@ -41,10 +41,9 @@ def test_log_likelihood_at_the_nominal_values(name):
     assert load(name).log_likelihood() == pytest.approx(REFERENCE_LLH[name], abs=1e-3)
 
 
-# Fujita's reference log-likelihood (53.084, at the collection's nominal values) is no
-# maximum of the problem: NUTS from the SMC population and L-BFGS-B from its draws reach
-# 66.581 with reaction 2 switched off (both its rate constants, and reaction_5_k2, on their
-# lower bounds, 1e-8). libRoadRunner's simulation (CVODE, rtol 1e-10, atol 1e-12; the
+# Fujita's reference log-likelihood (53.084, at the collection's nominal values) is not the
+# problem's highest: NUTS from the SMC population and L-BFGS-B from its draws reach 66.581
+# with reaction_2_k1, reaction_2_k2 and reaction_5_k2 on their lower bounds (1e-8). libRoadRunner's simulation (CVODE, rtol 1e-10, atol 1e-12; the
 # stimulus' switches at t = 60 and 3600 restarting it; benchmarks/peers/roadrunner_petab.py
 # with these values as nominalValue) gives 66.5809928 there (benchmarks/README.md, "Fujita's
 # posterior is elsewhere").
@@ -77,9 +76,9 @@ def test_fujita_log_likelihood_at_its_bound_optimum_against_libroadrunner(name):
     x = np.array([FUJITA_BOUND_OPTIMUM[i] for i in problem.parameters.ids])
     assert problem.log_likelihood(x) == pytest.approx(66.5809928, abs=1e-4)
     # 13.5 log-units above the reference, and a maximum inside the bounds: the gradient
-    # vanishes in the free parameters, and on the bounds it points out of them (reaction 2's
-    # rate constant 1, whose flux it would switch on) or vanishes (once that one is 1e-8,
-    # reaction_2_k2 and reaction_5_k2 make almost none)
+    # vanishes in the free parameters, and on the bounds it points out of them
+    # (reaction_2_k1: Akt's binding to pEGFR as slow as the bounds allow) or almost vanishes
+    # (the reverse reactions reaction_2_k2 and reaction_5_k2)
     assert problem.log_likelihood(x) > REFERENCE_LLH[name] + 13
     gradient = dict(zip(problem.parameters.ids, problem.log_likelihood_gradient(x)))
     free = [i for i, v in FUJITA_BOUND_OPTIMUM.items() if v > -8.0]
