@@ -43,10 +43,11 @@ def test_log_likelihood_at_the_nominal_values(name):
 
 # Fujita's reference log-likelihood (53.084, at the collection's nominal values) is not the
 # problem's highest: NUTS from the SMC population and L-BFGS-B from its draws reach 66.581
-# with reaction_2_k1, reaction_2_k2 and reaction_5_k2 on their lower bounds (1e-8). libRoadRunner's simulation (CVODE, rtol 1e-10, atol 1e-12; the
-# stimulus' switches at t = 60 and 3600 restarting it; benchmarks/peers/roadrunner_petab.py
-# with these values as nominalValue) gives 66.5809928 there (benchmarks/README.md, "Fujita's
-# posterior is elsewhere").
+# with reaction_2_k1, reaction_2_k2 and reaction_5_k2 on their lower bounds (1e-8).
+# libRoadRunner's simulation (CVODE, rtol 1e-10, atol 1e-12; the stimulus' switches at
+# t = 60 and 3600 restarting it; benchmarks/peers/roadrunner_petab.py with these values as
+# nominalValue) gives 66.5809928 there (benchmarks/README.md, "Fujita's posterior is
+# elsewhere").
 FUJITA_BOUND_OPTIMUM = {
     "EGFR_turnover": -2.830951147399774,
     "init_AKT": -4.961118591280069,
