@@ -347,11 +347,7 @@ def main(argv=None) -> None:
         "--save-idata", type=Path, default=None, help="folder for our runs' InferenceData"
     )
     args = parser.parse_args(argv)
-    settings = {
-        **vars(args),
-        "save_idata": str(args.save_idata) if args.save_idata else None,
-        "checkpoint": str(args.checkpoint) if args.checkpoint else None,
-    }
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     sides = [s for s in args.sides.split(",") if s]
     unknown = set(sides) - {"ours", "pypesto"}
     if unknown:
