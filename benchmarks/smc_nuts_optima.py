@@ -32,17 +32,20 @@ from common import petab_yaml, print_table, progress, write_results
 def highest_draws(posterior, lp: np.ndarray, ids: list[str], count: int) -> list[dict]:
     """The ``count`` distinct draws of highest ``lp`` (chain, draw), taken from the chains in
     turn (each chain's best first), as ``{parameter id: value}`` on the parameters' scales."""
-    order = [list(np.argsort(-row)) for row in lp]
-    chosen, seen = [], set()
-    while len(chosen) < count and any(order):
-        for chain, ranked in enumerate(order):
-            while ranked:
-                draw = int(ranked.pop(0))
-                point = tuple(float(posterior[i].values[chain, draw]) for i in ids)
-                if point not in seen:
-                    seen.add(point)
-                    chosen.append(dict(zip(ids, point)))
-                    break
+
+    def best_first(chain: int):
+        for draw in np.argsort(-lp[chain]):
+            yield tuple(float(posterior[i].values[chain, draw]) for i in ids)
+
+    streams, chosen, seen = [best_first(c) for c in range(len(lp))], [], set()
+    while streams and len(chosen) < count:
+        for stream in list(streams):
+            point = next((p for p in stream if p not in seen), None)
+            if point is None:
+                streams.remove(stream)
+                continue
+            seen.add(point)
+            chosen.append(dict(zip(ids, point)))
             if len(chosen) == count:
                 break
     return chosen
