@@ -42,8 +42,8 @@ def probe(name: str, args) -> dict:
 
     from pymc_odesens.inference.mode_objective import ModeObjective
     from pymc_odesens.inference.smc_independent import independent_move
-    from pymc_odesens.inference.smc_jumps import jump_targets
-    from pymc_odesens.inference.smc_target import ParticleLayout, TemperedTarget
+    from pymc_odesens.inference.smc_jumps import JUMP_PRIOR_DRAWS, jump_targets
+    from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws, TemperedTarget
     from pymc_odesens.petab import PetabProblem
 
     problem = PetabProblem.from_yaml(petab_yaml(name))
@@ -73,7 +73,10 @@ def probe(name: str, args) -> dict:
         )
 
     started = time.perf_counter()
-    targets = jump_targets(points, evaluate_many, args.population_weight)
+    prior_draws = PriorDraws(model).draw(
+        max(JUMP_PRIOR_DRAWS, 20 * layout.size), np.random.SeedSequence(args.seed)
+    )
+    targets = jump_targets(points, evaluate_many, args.population_weight, prior_draws)
     curvature_seconds = time.perf_counter() - started
     at_points = [float(target.evaluate(x).log_likelihood) for x in points]
     mixture = targets.proposal(positions, np.ones(n), args.beta)

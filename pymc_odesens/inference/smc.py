@@ -42,7 +42,12 @@ from pymc_odesens.inference.smc_checkpoint import (
     check_model,
     with_new_moves,
 )
-from pymc_odesens.inference.smc_jumps import jump_digest, jump_points, jump_targets
+from pymc_odesens.inference.smc_jumps import (
+    JUMP_PRIOR_DRAWS,
+    jump_digest,
+    jump_points,
+    jump_targets,
+)
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
 from pymc_odesens.inference.smc_posterior import smc_inference_data
 from pymc_odesens.inference.smc_progress import StageProgress
@@ -322,9 +327,10 @@ def sample_smc(
         start), points keyed by the model's value variables (``model.initial_point()``'s
         keys, the unconstrained coordinates), or an array ``(K, d)`` of raveled points.
         Each stage then begins with ``jump_moves`` independent Metropolis-Hastings moves of
-        every particle from a mixture of Gaussians at these optima (the tempered
-        likelihood's curvature there, by central differences of the exact gradient,
-        ``2 d`` evaluations per optimum once per call) and the population's Gaussian
+        every particle from a mixture of Gaussians at these optima (the Laplace
+        approximation of the tempered posterior there: the tempered likelihood's curvature,
+        by central differences of the exact gradient, ``2 d`` evaluations per optimum once
+        per call, plus the prior's precision from prior draws) and the population's Gaussian
         (:mod:`~pymc_odesens.inference.smc_jumps`): a run whose particles lost an optimum
         at the hot stages can find it again. Exact whatever the optima are (a poor one
         costs acceptance); ``sample_stats`` has each stage's ``jump_acceptance`` and
@@ -543,7 +549,13 @@ def sample_smc(
                 states = evaluate_positions(handle, dispatch, batches * runs, positions)
                 return states.log_likelihood, states.grad_log_likelihood
 
-            jumps = jump_targets(points, evaluate_many, jump_population_weight)
+            # the prior's precision from draws of their own stream (a one-element spawn
+            # key: no run's)
+            prior_draws = prior.draw(
+                max(JUMP_PRIOR_DRAWS, 20 * layout.size),
+                np.random.SeedSequence(entropy, spawn_key=(2**32 - 1,)),
+            )
+            jumps = jump_targets(points, evaluate_many, jump_population_weight, prior_draws)
 
         saved = [None if store is None else store.load(run) for run in range(runs)]
         starts = [

@@ -9,15 +9,29 @@ lost, and independent runs then disagree (Fujita_SciSignal2010: four runs, log e
 where the particles are not. So with ``sample_smc(jump_modes=...)``, each stage begins with
 ``jump_moves`` independent Metropolis-Hastings moves of every particle from the mixture
 
-    q(x) = w N(x; m, S) + (1 - w) / K sum_k N(x; x_k, (beta H_k + S^-1)^-1),
+    q(x) = w N(x; m, S) + (1 - w) / K sum_k N(x; x_k, (beta H_k + P_0)^-1),
 
 ``m, S`` the particles' weighted mean and covariance
 (:func:`~pymc_odesens.inference.smc_mass_matrix.population_covariance`), ``x_k`` the ``K``
 given optima, ``H_k`` the positive semi-definite part of minus the log-likelihood's
-Hessian at ``x_k`` (central differences of the exact gradient, computed once per call) and
-``w`` the ``population_weight``. A component is the tempered likelihood's curvature at the
-optimum, with the population's spread where that curvature is flat (along a ridge) or
-tempered away (small ``beta``). The move is accepted with probability
+Hessian at ``x_k`` (central differences of the exact gradient, computed once per call),
+``P_0`` the prior's precision (the inverse covariance of prior draws, once per call) and
+``w`` the ``population_weight``. A component is the Laplace approximation of the tempered
+posterior ``p_0(x) L(x)^beta`` at the optimum, its prior taken as Gaussian: the tempered
+likelihood's curvature where it has one, the prior's spread where it is flat (along a
+ridge, against a bound) or tempered away (small ``beta``).
+
+Not the population's precision ``S^-1`` in place of ``P_0``: once the likelihood shapes the
+population (``beta`` past about 0.005 on Fujita), ``S^-1`` already holds about ``beta H``
+of the optimum the particles are at, so ``beta H_k + S^-1`` counts the curvature twice and
+each component is about ``sqrt 2`` too narrow in every curved direction: in 19
+dimensions the share of a population that jumped into an optimum of equal mass fell from
+0.11 at ``beta = 0.001`` to 0.013 at 0.01, 0.005 at 0.1 and 0.002 at 1 (two Gaussian
+optima, one move per particle; with ``P_0``: 0.27-0.32 at every ``beta``;
+``tests/inference/test_smc_jumps.py``), as Fujita's runs jumped only before ``beta``
+0.005.
+
+The move is accepted with probability
 
     min(1, exp(log pi_beta(x') - log pi_beta(x) + log q(x) - log q(x'))),
 
@@ -42,17 +56,22 @@ from pymc_odesens.inference.smc_mass_matrix import population_covariance
 from pymc_odesens.inference.smc_target import ParticleLayout
 
 __all__ = [
+    "JUMP_PRIOR_DRAWS",
     "JUMP_STEP",
     "GaussianMixture",
     "JumpTargets",
     "jump_digest",
     "jump_points",
     "jump_targets",
+    "prior_covariance",
 ]
 
 JUMP_STEP = 1e-4
 """The central differences' step of :func:`jump_targets`, in the unconstrained
 coordinates."""
+
+JUMP_PRIOR_DRAWS = 2000
+"""Prior draws for the prior's precision ``P_0`` (at least ``20 d``): once per call."""
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -119,31 +138,32 @@ class JumpTargets:
         Hessian at each (:func:`jump_targets`).
     population_weight : float
         The population Gaussian's share of the mixture, in ``[0, 1)``.
+    prior_precision : numpy.ndarray
+        ``(d, d)``: the prior's precision ``P_0``, positive definite (the inverse of
+        :func:`prior_covariance`).
     """
 
     points: np.ndarray
     curvatures: np.ndarray
     population_weight: float
+    prior_precision: np.ndarray
 
     def proposal(self, positions: np.ndarray, weights: np.ndarray, beta: float) -> GaussianMixture:
         """The mixture of the module docstring at inverse temperature ``beta`` for the
         population ``positions`` ``(N, d)`` with ``weights`` ``(N,)`` (any normalisation)."""
-        w = np.asarray(weights, dtype=float)
-        mean = (w / w.sum()) @ np.asarray(positions, dtype=float)
-        covariance = population_covariance(positions, weights)
-        d = len(mean)
-        # the population's precision S^-1 through its Cholesky factor L: (L L')^-1
-        inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
-        population_precision = inverse_l.T @ inverse_l
         means, choleskys, log_weights = [], [], []
-        k = len(self.points)
         if self.population_weight > 0.0:
-            means.append(mean)
-            choleskys.append(np.linalg.cholesky(population_precision))
+            w = np.asarray(weights, dtype=float)
+            covariance = population_covariance(positions, weights)
+            d = covariance.shape[0]
+            # the population's precision S^-1 through its Cholesky factor L: (L L')^-1
+            inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
+            means.append((w / w.sum()) @ np.asarray(positions, dtype=float))
+            choleskys.append(np.linalg.cholesky(inverse_l.T @ inverse_l))
             log_weights.append(math.log(self.population_weight))
-        share = math.log((1.0 - self.population_weight) / k)
+        share = math.log((1.0 - self.population_weight) / len(self.points))
         for point, curvature in zip(self.points, self.curvatures):
-            precision = float(beta) * curvature + population_precision
+            precision = float(beta) * curvature + self.prior_precision
             means.append(point)
             choleskys.append(np.linalg.cholesky(0.5 * (precision + precision.T)))
             log_weights.append(share)
@@ -158,15 +178,45 @@ def jump_digest(points: np.ndarray, population_weight: float) -> str:
     return h.hexdigest()
 
 
+def prior_covariance(draws: np.ndarray) -> np.ndarray:
+    """The prior's covariance from its draws ``(M, d)`` in the particles' unconstrained
+    coordinates (equal weights; shrunk and regularised as
+    :func:`~pymc_odesens.inference.smc_mass_matrix.population_covariance`).
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``d + 1`` draws, a draw not finite, or a coordinate the draws do not
+        vary in (a prior with no spread).
+    """
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 2 or len(draws) <= draws.shape[1]:
+        raise ValueError(
+            f"prior_covariance: expected at least d + 1 draws of shape (M, d), got shape "
+            f"{draws.shape}"
+        )
+    if not np.all(np.isfinite(draws)):
+        raise ValueError("prior_covariance: a prior draw is not finite")
+    flat = np.flatnonzero(np.ptp(draws, axis=0) == 0.0)
+    if len(flat):
+        raise ValueError(
+            f"prior_covariance: the prior draws do not vary in coordinates {flat.tolist()} "
+            f"(a prior without spread); expected a proper prior in every coordinate"
+        )
+    return population_covariance(draws, np.ones(len(draws)))
+
+
 def jump_targets(
     points: np.ndarray,
     evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     population_weight: float,
+    prior_draws: np.ndarray,
     step: float = JUMP_STEP,
 ) -> JumpTargets:
     """The :class:`JumpTargets` of ``points`` ``(K, d)``: at each, the positive
     semi-definite part of minus the log-likelihood's Hessian by central differences of its
-    exact gradient (``2 d`` evaluations per point, all in one call of ``evaluate_many``).
+    exact gradient (``2 d`` evaluations per point, all in one call of ``evaluate_many``);
+    the prior's precision from ``prior_draws``.
 
     Parameters
     ----------
@@ -176,6 +226,9 @@ def jump_targets(
         ``positions (M, d) -> (log_likelihood (M,), grad_log_likelihood (M, d))``.
     population_weight : float
         :attr:`JumpTargets.population_weight`.
+    prior_draws : numpy.ndarray
+        ``(M, d)`` draws from the prior in the same coordinates, ``M > d``
+        (:func:`prior_covariance`).
     step : float
         The differences' step.
 
@@ -183,10 +236,17 @@ def jump_targets(
     ------
     ValueError
         The log-likelihood or its gradient is not finite next to a point (a failed solve
-        there; the point named).
+        there; the point named); ``prior_draws`` as :func:`prior_covariance` refuses them
+        or of another dimension than the points.
     """
     points = np.atleast_2d(np.asarray(points, dtype=float))
     k, d = points.shape
+    covariance = prior_covariance(prior_draws)
+    if covariance.shape != (d, d):
+        raise ValueError(
+            f"jump_targets: prior_draws have {covariance.shape[0]} coordinates, the points {d}"
+        )
+    inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
     offsets = step * np.eye(d)
     positions = np.concatenate([np.concatenate([x + offsets, x - offsets]) for x in points])
     log_likelihood, gradients = evaluate_many(positions)
@@ -204,7 +264,7 @@ def jump_targets(
         minus_hessian = -0.5 * (hessian + hessian.T)
         eigenvalues, vectors = np.linalg.eigh(minus_hessian)
         curvatures[j] = (vectors * np.clip(eigenvalues, 0.0, None)) @ vectors.T
-    return JumpTargets(points, curvatures, float(population_weight))
+    return JumpTargets(points, curvatures, float(population_weight), inverse_l.T @ inverse_l)
 
 
 def jump_points(jump_modes, layout: ParticleLayout) -> np.ndarray:
