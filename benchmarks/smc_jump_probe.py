@@ -68,6 +68,7 @@ def probe(name: str, args) -> dict:
     def evaluate_many(xs):
         evaluations = [target.evaluate(x) for x in xs]
         return (
+            np.array([e.log_prior for e in evaluations]),
             np.array([e.log_likelihood for e in evaluations]),
             np.array([e.grad_log_likelihood for e in evaluations]),
         )

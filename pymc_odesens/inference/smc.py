@@ -547,7 +547,7 @@ def sample_smc(
             def evaluate_many(positions):
                 # split as all runs' batches together: one call, every worker busy
                 states = evaluate_positions(handle, dispatch, batches * runs, positions)
-                return states.log_likelihood, states.grad_log_likelihood
+                return states.log_prior, states.log_likelihood, states.grad_log_likelihood
 
             # the prior's precision from draws of their own stream (a one-element spawn
             # key: no run's)

@@ -18,8 +18,20 @@ Hessian at ``x_k`` (central differences of the exact gradient, computed once per
 ``P_0`` the prior's precision (the inverse covariance of prior draws, once per call) and
 ``w`` the ``population_weight``. A component is the Laplace approximation of the tempered
 posterior ``p_0(x) L(x)^beta`` at the optimum, its prior taken as Gaussian: the tempered
-likelihood's curvature where it has one, the prior's spread where it is flat (along a
-ridge, against a bound) or tempered away (small ``beta``).
+likelihood's curvature where it has one, the prior's spread where it is tempered away
+(small ``beta``).
+
+Where the curvature along a coordinate is flat at the optimum (below 1 % of the prior's
+precision), the Laplace approximation says nothing about where the mass is: an optimum on
+a bound is reported a hair inside it (``logit(1e-6) = -13.8`` in the unconstrained
+coordinate), where the interval transform's Jacobian leaves no prior mass, and the
+likelihood may rise steeply against the bound (Fujita's ``reaction_2_k1``: 66.58 on the
+bound, 65.35 0.01 log10-units inside, -281.5 0.16 inside). Along such a coordinate the
+component takes the mean and variance of the tempered one-dimensional profile
+``p_0 L^beta`` through the optimum (:class:`FlatProfile`: log-prior and log-likelihood on
+a grid over the prior's +- 10 standard deviations, evaluated once per call), apart from
+the other coordinates: on Fujita its mean moves from -5.9 at ``beta = 0.005`` to -8.5 at
+``beta = 1``, a Gumbel-like profile against the bound.
 
 Not the population's precision ``S^-1`` in place of ``P_0``: once the likelihood shapes the
 population (``beta`` past about 0.005 on Fujita), ``S^-1`` already holds about ``beta H``
@@ -56,8 +68,11 @@ from pymc_odesens.inference.smc_mass_matrix import population_covariance
 from pymc_odesens.inference.smc_target import ParticleLayout
 
 __all__ = [
+    "JUMP_FLAT_CURVATURE",
     "JUMP_PRIOR_DRAWS",
+    "JUMP_PROFILE_POINTS",
     "JUMP_STEP",
+    "FlatProfile",
     "GaussianMixture",
     "JumpTargets",
     "jump_digest",
@@ -72,6 +87,13 @@ coordinates."""
 
 JUMP_PRIOR_DRAWS = 2000
 """Prior draws for the prior's precision ``P_0`` (at least ``20 d``): once per call."""
+
+JUMP_FLAT_CURVATURE = 0.01
+"""A coordinate of an optimum is flat where the likelihood's curvature along it is below
+this share of the prior's precision (:func:`jump_targets`)."""
+
+JUMP_PROFILE_POINTS = 81
+"""Grid points of a flat coordinate's profile (:class:`FlatProfile`)."""
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -126,6 +148,40 @@ class GaussianMixture:
 
 
 @dataclass(frozen=True)
+class FlatProfile:
+    """The log-prior and log-likelihood along one coordinate of an optimum, the others held
+    there: for a coordinate along which the likelihood's curvature at the optimum is flat.
+
+    Attributes
+    ----------
+    coordinate : int
+    grid : numpy.ndarray
+        ``(G,)`` equally spaced values of the coordinate.
+    log_prior, log_likelihood : numpy.ndarray
+        ``(G,)`` at the grid's points (``-inf`` where a solve failed).
+    """
+
+    coordinate: int
+    grid: np.ndarray
+    log_prior: np.ndarray
+    log_likelihood: np.ndarray
+
+    def moments(self, beta: float) -> tuple[float, float] | None:
+        """Mean and variance of ``exp(log_prior + beta log_likelihood)`` on the grid (each
+        point standing for its cell: the variance includes ``spacing^2 / 12``); None if
+        no point is finite."""
+        log_density = self.log_prior + float(beta) * self.log_likelihood
+        finite = np.isfinite(log_density)
+        if not np.any(finite):
+            return None
+        weights = np.exp(log_density[finite] - logsumexp(log_density[finite]))
+        values = self.grid[finite]
+        mean = float(weights @ values)
+        spacing = float(self.grid[1] - self.grid[0])
+        return mean, float(weights @ (values - mean) ** 2) + spacing**2 / 12.0
+
+
+@dataclass(frozen=True)
 class JumpTargets:
     """The optima the jumps go to, with the likelihood's curvature there.
 
@@ -141,12 +197,32 @@ class JumpTargets:
     prior_precision : numpy.ndarray
         ``(d, d)``: the prior's precision ``P_0``, positive definite (the inverse of
         :func:`prior_covariance`).
+    profiles : tuple of tuple of FlatProfile
+        For each optimum, its flat coordinates' profiles (:func:`jump_targets`); empty:
+        none (the component is the Laplace approximation in every coordinate).
     """
 
     points: np.ndarray
     curvatures: np.ndarray
     population_weight: float
     prior_precision: np.ndarray
+    profiles: tuple = ()
+
+    def component(self, k: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """Optimum ``k``'s component at ``beta``: ``(mean, precision)``."""
+        mean = self.points[k].copy()
+        precision = float(beta) * self.curvatures[k] + self.prior_precision
+        for profile in self.profiles[k] if self.profiles else ():
+            moments = profile.moments(beta)
+            if moments is None:
+                continue
+            j = profile.coordinate
+            # the tempered profile's mean and variance, apart from the other coordinates
+            mean[j] = moments[0]
+            precision[j, :] = 0.0
+            precision[:, j] = 0.0
+            precision[j, j] = 1.0 / moments[1]
+        return mean, 0.5 * (precision + precision.T)
 
     def proposal(self, positions: np.ndarray, weights: np.ndarray, beta: float) -> GaussianMixture:
         """The mixture of the module docstring at inverse temperature ``beta`` for the
@@ -162,10 +238,10 @@ class JumpTargets:
             choleskys.append(np.linalg.cholesky(inverse_l.T @ inverse_l))
             log_weights.append(math.log(self.population_weight))
         share = math.log((1.0 - self.population_weight) / len(self.points))
-        for point, curvature in zip(self.points, self.curvatures):
-            precision = float(beta) * curvature + self.prior_precision
-            means.append(point)
-            choleskys.append(np.linalg.cholesky(0.5 * (precision + precision.T)))
+        for k in range(len(self.points)):
+            mean, precision = self.component(k, beta)
+            means.append(mean)
+            choleskys.append(np.linalg.cholesky(precision))
             log_weights.append(share)
         return GaussianMixture(np.array(log_weights), np.array(means), np.array(choleskys))
 
@@ -208,22 +284,28 @@ def prior_covariance(draws: np.ndarray) -> np.ndarray:
 
 def jump_targets(
     points: np.ndarray,
-    evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
     population_weight: float,
     prior_draws: np.ndarray,
     step: float = JUMP_STEP,
 ) -> JumpTargets:
     """The :class:`JumpTargets` of ``points`` ``(K, d)``: at each, the positive
     semi-definite part of minus the log-likelihood's Hessian by central differences of its
-    exact gradient (``2 d`` evaluations per point, all in one call of ``evaluate_many``);
-    the prior's precision from ``prior_draws``.
+    exact gradient (``2 d`` evaluations per point); the prior's precision from
+    ``prior_draws``; and for each coordinate along which that curvature is flat (below
+    :data:`JUMP_FLAT_CURVATURE` of the prior's precision: a parameter on a bound, a
+    saturated rate), the log-prior and log-likelihood along it on a grid of
+    :data:`JUMP_PROFILE_POINTS` over the prior's +- 10 standard deviations, the other
+    coordinates at the optimum (:class:`FlatProfile`). All evaluations in two calls of
+    ``evaluate_many``.
 
     Parameters
     ----------
     points : numpy.ndarray
         ``(K, d)`` optima in the particles' unconstrained coordinates.
     evaluate_many : callable
-        ``positions (M, d) -> (log_likelihood (M,), grad_log_likelihood (M, d))``.
+        ``positions (M, d) -> (log_prior (M,), log_likelihood (M,),
+        grad_log_likelihood (M, d))``.
     population_weight : float
         :attr:`JumpTargets.population_weight`.
     prior_draws : numpy.ndarray
@@ -247,9 +329,10 @@ def jump_targets(
             f"jump_targets: prior_draws have {covariance.shape[0]} coordinates, the points {d}"
         )
     inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
+    prior_precision = inverse_l.T @ inverse_l
     offsets = step * np.eye(d)
     positions = np.concatenate([np.concatenate([x + offsets, x - offsets]) for x in points])
-    log_likelihood, gradients = evaluate_many(positions)
+    _, log_likelihood, gradients = evaluate_many(positions)
     curvatures = np.empty((k, d, d))
     for j, point in enumerate(points):
         rows = slice(2 * d * j, 2 * d * (j + 1))
@@ -264,7 +347,35 @@ def jump_targets(
         minus_hessian = -0.5 * (hessian + hessian.T)
         eigenvalues, vectors = np.linalg.eigh(minus_hessian)
         curvatures[j] = (vectors * np.clip(eigenvalues, 0.0, None)) @ vectors.T
-    return JumpTargets(points, curvatures, float(population_weight), inverse_l.T @ inverse_l)
+    profiles = _flat_profiles(points, curvatures, prior_draws, covariance, evaluate_many)
+    return JumpTargets(points, curvatures, float(population_weight), prior_precision, profiles)
+
+
+def _flat_profiles(points, curvatures, prior_draws, covariance, evaluate_many) -> tuple:
+    """Each optimum's :class:`FlatProfile` s (:func:`jump_targets`)."""
+    variances = np.diag(covariance)
+    centre = np.mean(prior_draws, axis=0)
+    unit = np.linspace(-10.0, 10.0, JUMP_PROFILE_POINTS)
+    wanted = []  # (optimum, coordinate, grid)
+    for k, curvature in enumerate(curvatures):
+        for j in np.flatnonzero(np.diag(curvature) * variances < JUMP_FLAT_CURVATURE):
+            wanted.append((k, int(j), centre[j] + np.sqrt(variances[j]) * unit))
+    if not wanted:
+        return tuple(() for _ in points)
+    positions = []
+    for k, j, grid in wanted:
+        block = np.repeat(points[k][None, :], len(grid), axis=0)
+        block[:, j] = grid
+        positions.append(block)
+    log_prior, log_likelihood, _ = evaluate_many(np.concatenate(positions))
+    log_prior = np.where(np.isfinite(log_prior), log_prior, -np.inf)
+    log_likelihood = np.where(np.isfinite(log_likelihood), log_likelihood, -np.inf)
+    found: list[list[FlatProfile]] = [[] for _ in points]
+    g = JUMP_PROFILE_POINTS
+    for i, (k, j, grid) in enumerate(wanted):
+        rows = slice(g * i, g * (i + 1))
+        found[k].append(FlatProfile(j, grid, log_prior[rows], log_likelihood[rows]))
+    return tuple(tuple(p) for p in found)
 
 
 def jump_points(jump_modes, layout: ParticleLayout) -> np.ndarray:

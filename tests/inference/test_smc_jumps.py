@@ -76,7 +76,8 @@ def quadratic(precision: np.ndarray, centre: np.ndarray):
 
     def evaluate_many(positions):
         d = positions - centre
-        return -0.5 * np.einsum("ni,ij,nj->n", d, precision, d), -d @ precision
+        log_likelihood = -0.5 * np.einsum("ni,ij,nj->n", d, precision, d)
+        return np.zeros(len(positions)), log_likelihood, -d @ precision
 
     return evaluate_many
 
@@ -175,7 +176,7 @@ def test_a_failed_solve_next_to_an_optimum_is_named():
     def evaluate_many(positions):
         values = np.zeros(len(positions))
         values[-1] = -np.inf
-        return values, np.zeros_like(positions)
+        return np.zeros(len(positions)), values, np.zeros_like(positions)
 
     with pytest.raises(ValueError, match=r"jump_modes: .* not finite next to optimum 1"):
         jump_targets(np.zeros((2, 2)), evaluate_many, 0.2, PRIOR_DRAWS_2D)
@@ -302,3 +303,53 @@ def test_a_run_with_jumps_stopped_between_moves_continues_bit_for_bit(tmp_path, 
         linear_model(), random_seed=21, checkpoint=tmp_path, change_moves=True, **other
     )
     _assert_same(again, straight)  # finished runs are not sampled again
+
+
+def wall_model(slope: float = 100.0):
+    """``evaluate_many`` of a rate ``k`` on (-8, 8) (the unconstrained ``u = logit((k + 8) /
+    16)``) whose likelihood rises linearly towards its lower bound, ``-slope (k + 8)``, and a
+    normal coordinate ``m`` with curvature 100; the prior uniform in ``k``, N(0, 1) in
+    ``m``."""
+
+    def evaluate_many(positions):
+        u, m = positions[:, 0], positions[:, 1]
+        sigma = 1.0 / (1.0 + np.exp(-u))
+        log_prior = np.log(sigma) + np.log1p(-sigma) - 0.5 * m**2
+        log_likelihood = -slope * 16.0 * sigma - 50.0 * m**2
+        gradient = np.column_stack([-slope * 16.0 * sigma * (1.0 - sigma), -100.0 * m])
+        return log_prior, log_likelihood, gradient
+
+    return evaluate_many
+
+
+@pytest.mark.parametrize("beta", [0.01, 1.0])
+def test_a_coordinate_on_a_bound_takes_its_tempered_profiles_mean_and_spread(beta):
+    # the optimiser stops a hair inside the bound (u = logit(1e-6) = -13.8), where the
+    # likelihood's curvature in u vanishes; the tempered posterior of u peaks near
+    # -log(beta 1600) instead: a Laplace component would propose where it has no mass
+    rng = np.random.default_rng(3)
+    u = rng.logistic(size=4000)
+    prior_draws = np.column_stack([u, rng.normal(size=4000)])
+    optimum = np.array([[np.log(1e-6), 0.0]])
+    targets = jump_targets(optimum, wall_model(), 0.2, prior_draws)
+    assert [p.coordinate for p in targets.profiles[0]] == [0]
+    mean, precision = targets.component(0, beta)
+    # the exact tempered conditional of u by quadrature
+    grid = np.linspace(-30.0, 15.0, 20001)
+    lp, ll, _ = wall_model()(np.column_stack([grid, np.zeros_like(grid)]))
+    density = np.exp(lp + beta * ll - np.max(lp + beta * ll))
+    density /= density.sum()
+    exact_mean = density @ grid
+    exact_variance = density @ (grid - exact_mean) ** 2
+    if beta == 1.0:  # far from the bound's other side: a Gumbel
+        assert exact_variance == pytest.approx(np.pi**2 / 6, rel=0.02)
+    assert mean[0] == pytest.approx(exact_mean, abs=0.15), (mean[0], exact_mean)
+    assert 1.0 / precision[0, 0] == pytest.approx(exact_variance, rel=0.15)
+    # the curved coordinate keeps its Laplace precision, apart from the flat one
+    assert mean[1] == 0.0 and precision[0, 1] == 0.0
+    assert precision[1, 1] == pytest.approx(beta * 100.0 + 1.0, rel=0.1)
+    # a curved optimum has no profile
+    curved = jump_targets(
+        np.zeros((1, 2)), quadratic(np.eye(2) * 4.0, np.zeros(2)), 0.2, prior_draws
+    )
+    assert curved.profiles == ((),)
