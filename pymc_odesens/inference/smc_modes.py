@@ -277,6 +277,9 @@ def run_weighted_shares(
     shares = np.asarray(shares, dtype=float)
     run_weight = evidence_weights(log_evidence)
     weight = run_weight @ shares
+    # the shares' rows sum to 1, so the weights do: the run weights' rounding aside (a
+    # single mode's weight 1 - 2e-16 on one machine, 1 on another)
+    weight = weight / weight.sum()
     effective = effective_runs(run_weight)
     runs = len(run_weight)
     if runs < 2 or effective < 2.0:
