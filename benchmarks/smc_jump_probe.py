@@ -42,7 +42,7 @@ def probe(name: str, args) -> dict:
 
     from pymc_odesens.inference.mode_objective import ModeObjective
     from pymc_odesens.inference.smc_independent import independent_move
-    from pymc_odesens.inference.smc_jumps import JUMP_PRIOR_DRAWS, jump_targets
+    from pymc_odesens.inference.smc_jumps import jump_prior_draws, jump_targets
     from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws, TemperedTarget
     from pymc_odesens.petab import PetabProblem
 
@@ -74,9 +74,7 @@ def probe(name: str, args) -> dict:
         )
 
     started = time.perf_counter()
-    prior_draws = PriorDraws(model).draw(
-        max(JUMP_PRIOR_DRAWS, 20 * layout.size), np.random.SeedSequence(args.seed)
-    )
+    prior_draws = jump_prior_draws(PriorDraws(model), np.random.SeedSequence(args.seed))
     targets = jump_targets(points, evaluate_many, args.population_weight, prior_draws)
     curvature_seconds = time.perf_counter() - started
     at_points = [float(target.evaluate(x).log_likelihood) for x in points]

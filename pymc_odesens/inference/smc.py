@@ -43,9 +43,9 @@ from pymc_odesens.inference.smc_checkpoint import (
     with_new_moves,
 )
 from pymc_odesens.inference.smc_jumps import (
-    JUMP_PRIOR_DRAWS,
     jump_digest,
     jump_points,
+    jump_prior_draws,
     jump_targets,
 )
 from pymc_odesens.inference.smc_mass_matrix import MASS_MATRICES
@@ -551,9 +551,8 @@ def sample_smc(
 
             # the prior's precision from draws of their own stream (a one-element spawn
             # key: no run's)
-            prior_draws = prior.draw(
-                max(JUMP_PRIOR_DRAWS, 20 * layout.size),
-                np.random.SeedSequence(entropy, spawn_key=(2**32 - 1,)),
+            prior_draws = jump_prior_draws(
+                prior, np.random.SeedSequence(entropy, spawn_key=(2**32 - 1,))
             )
             jumps = jump_targets(points, evaluate_many, jump_population_weight, prior_draws)
 

@@ -65,7 +65,7 @@ from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 
 from pymc_odesens.inference.smc_mass_matrix import population_covariance
-from pymc_odesens.inference.smc_target import ParticleLayout
+from pymc_odesens.inference.smc_target import ParticleLayout, PriorDraws
 
 __all__ = [
     "JUMP_FLAT_CURVATURE",
@@ -77,6 +77,7 @@ __all__ = [
     "JumpTargets",
     "jump_digest",
     "jump_points",
+    "jump_prior_draws",
     "jump_targets",
     "prior_covariance",
 ]
@@ -230,12 +231,8 @@ class JumpTargets:
         means, choleskys, log_weights = [], [], []
         if self.population_weight > 0.0:
             w = np.asarray(weights, dtype=float)
-            covariance = population_covariance(positions, weights)
-            d = covariance.shape[0]
-            # the population's precision S^-1 through its Cholesky factor L: (L L')^-1
-            inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
             means.append((w / w.sum()) @ np.asarray(positions, dtype=float))
-            choleskys.append(np.linalg.cholesky(inverse_l.T @ inverse_l))
+            choleskys.append(np.linalg.cholesky(_precision(population_covariance(positions, w))))
             log_weights.append(math.log(self.population_weight))
         share = math.log((1.0 - self.population_weight) / len(self.points))
         for k in range(len(self.points)):
@@ -244,6 +241,19 @@ class JumpTargets:
             choleskys.append(np.linalg.cholesky(precision))
             log_weights.append(share)
         return GaussianMixture(np.array(log_weights), np.array(means), np.array(choleskys))
+
+
+def _precision(covariance: np.ndarray) -> np.ndarray:
+    """``covariance^-1`` through its Cholesky factor ``L``: ``(L L')^-1 = L'^-1 L^-1``."""
+    d = covariance.shape[0]
+    inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
+    return inverse_l.T @ inverse_l
+
+
+def jump_prior_draws(prior: PriorDraws, seed: np.random.SeedSequence) -> np.ndarray:
+    """The prior draws :func:`jump_targets` takes the prior's precision from:
+    :data:`JUMP_PRIOR_DRAWS`, at least ``20 d``."""
+    return prior.draw(max(JUMP_PRIOR_DRAWS, 20 * prior.layout.size), seed)
 
 
 def jump_digest(points: np.ndarray, population_weight: float) -> str:
@@ -328,8 +338,7 @@ def jump_targets(
         raise ValueError(
             f"jump_targets: prior_draws have {covariance.shape[0]} coordinates, the points {d}"
         )
-    inverse_l = solve_triangular(np.linalg.cholesky(covariance), np.eye(d), lower=True)
-    prior_precision = inverse_l.T @ inverse_l
+    prior_precision = _precision(covariance)
     offsets = step * np.eye(d)
     positions = np.concatenate([np.concatenate([x + offsets, x - offsets]) for x in points])
     _, log_likelihood, gradients = evaluate_many(positions)
