@@ -14,7 +14,9 @@ model, or one without ODEs).
 - multistart mode finding (:func:`find_modes`: L-BFGS-B or a Fisher trust region from prior
   draws, in worker processes; ranked optima, clusters, waterfall plot) and the Laplace
   approximation at a mode as chain starts and mass matrix (:func:`laplace_approximation`),
-  or as the coordinates nutpie samples in (:func:`whitened_model`);
+  or as the coordinates nutpie samples in (:func:`whitened_model`); the modes weighed by
+  their Laplace masses, chain starts drawn from that mixture and the Laplace evidence
+  (:func:`laplace_mixture`);
 - long runs: :class:`TraceCheckpoint` and :class:`TimeLimit`; sampling the same chains on
   until R-hat and ESS meet their targets or a time limit (:func:`sample_until_converged`,
   ``converged_sampling.py``);
@@ -47,6 +49,7 @@ from pymc_odesens.inference.executors import (
     WorkerLostError,
     WorkExecutor,
 )
+from pymc_odesens.inference.laplace_mixture import LaplaceMixture, laplace_mixture
 from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
 from pymc_odesens.inference.marginal_recovery import recover_marginalized
 from pymc_odesens.inference.mode_metric import (
@@ -96,9 +99,11 @@ __all__ = [
     "StartTask",
     "run_start",
     "laplace_approximation",
+    "laplace_mixture",
     "whitened_model",
     "WhitenedModel",
     "LaplaceApproximation",
+    "LaplaceMixture",
     "sample_pooled_metric",
     "pooled_covariance",
     "resume_pooled_metric",

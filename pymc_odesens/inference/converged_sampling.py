@@ -38,6 +38,7 @@ import pytensor.tensor as pt
 import xarray as xr
 
 from pymc_odesens.inference.convergence import ConvergenceReport, convergence_report
+from pymc_odesens.inference.laplace_mixture import LaplaceMixture
 from pymc_odesens.inference.laplace_start import LaplaceApproximation
 from pymc_odesens.inference.nutpie_callbacks import compile_nutpie_model
 from pymc_odesens.inference.nutpie_start import single_initvals
@@ -119,7 +120,7 @@ class _Plan:
     step_size_tune: int
     extras: _Extras
     progressbar: bool
-    whiten: LaplaceApproximation | None = None
+    whiten: LaplaceApproximation | LaplaceMixture | None = None
 
 
 def _meets(checks: ConvergenceReport, target_rhat: float, target_ess: float) -> bool:
@@ -246,12 +247,14 @@ def sample_until_converged(
     extra_draws : callable, optional
         ``extra_draws(posterior_stretch) -> xarray.Dataset`` with dims ``(chain, draw)``
         first: variables for those draws, added to the posterior.
-    whiten : LaplaceApproximation, optional
+    whiten : LaplaceApproximation or LaplaceMixture, optional
         nutpie only: sample in the coordinates whitened by this approximation of
         ``model``'s posterior (:func:`~pymc_odesens.inference.whitened_model.
         whitened_model`; the same posterior, in coordinates where nutpie's diagonal mass
         matrix can express its correlations). Each chain starts at its own draw of the
-        approximation, and ``initvals`` must be None.
+        approximation, and ``initvals`` must be None. A
+        :class:`~pymc_odesens.inference.laplace_mixture.LaplaceMixture` whitens by its
+        heaviest component, and each chain starts at its own draw of the mixture.
     progressbar : bool
         The sampler's progress bar and a line per check on stderr.
 
@@ -297,7 +300,13 @@ def sample_until_converged(
                 "initvals: must be None with whiten (the chains start at draws "
                 "of the approximation)"
             )
-        if whiten.model is not model:
+        if not isinstance(whiten, LaplaceApproximation | LaplaceMixture):
+            raise TypeError(
+                "whiten: expected a LaplaceApproximation or LaplaceMixture, got "
+                f"{type(whiten).__name__}"
+            )
+        approximation = whiten.heaviest if isinstance(whiten, LaplaceMixture) else whiten
+        if approximation.model is not model:
             raise ValueError("whiten: an approximation of another model than `model`")
     if sampler == "nutpie":
         idata, outcome = _nutpie_until_converged(plan)
@@ -373,14 +382,19 @@ def _finished(sampler) -> bool:
         return False
 
 
-def nutpie_model(model: pm.Model, initvals=None, whiten: LaplaceApproximation | None = None):
+def nutpie_model(
+    model: pm.Model,
+    initvals=None,
+    whiten: LaplaceApproximation | LaplaceMixture | None = None,
+):
     """nutpie's compiled ``model`` without jitter, and the variable names a trace keeps
     (:func:`~pymc_odesens.inference.nutpie_callbacks.compile_nutpie_model`: its callbacks
     cached across processes).
 
     ``initvals`` (one dict) are the chains' starts; with ``whiten``, the whitened model
     (:func:`~pymc_odesens.inference.whitened_model.whitened_model`) whose chains each start
-    at their own draw of the approximation (``initvals`` must then be None).
+    at their own draw of the approximation (of the mixture, for a ``LaplaceMixture``,
+    whitened by its heaviest component; ``initvals`` must then be None).
     """
     compile_kwargs = {"jitter_rvs": set()}
     values = single_initvals(initvals)
@@ -388,7 +402,12 @@ def nutpie_model(model: pm.Model, initvals=None, whiten: LaplaceApproximation | 
         compile_kwargs["initial_points"] = dict(values)
     recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
     sampled = model
-    if whiten is not None:
+    if isinstance(whiten, LaplaceMixture):
+        white = whitened_model(whiten.heaviest)
+        sampled, recorded = white.model, list(white.recorded)
+        start = whiten.whitened_start(white.mean, white.cholesky)
+        compile_kwargs["initial_points"] = {WHITENED_NAME: start}
+    elif whiten is not None:
         white = whitened_model(whiten)
         sampled, recorded = white.model, list(white.recorded)
         # each chain at its own draw of the approximation: N(0, I) in these coordinates

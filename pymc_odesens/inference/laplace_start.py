@@ -102,12 +102,20 @@ class LaplaceApproximation:
         """
         if not (np.isfinite(spread) and spread >= 0):
             raise ValueError(f"spread: expected a finite number >= 0, got {spread!r}")
-        model = self.model
         mean = self.mode.vector
         if spread == 0:
             draw = pt.as_tensor_variable(mean)
         else:
             draw = pt.random.multivariate_normal(mean, spread**2 * self.covariance)
+        return self.values_of(draw)
+
+    def values_of(self, vector) -> dict:
+        """The free variables on their own scale, by name, from ``vector``: the value
+        variables in the sampler's coordinates concatenated in the order of
+        ``mode.value_variables`` (a PyTensor expression, for example a random draw, as
+        ``initvals``)."""
+        model = self.model
+        draw = pt.as_tensor_variable(vector)
         by_value = {model.rvs_to_values[rv].name: rv for rv in model.free_RVs}
         values, offset = {}, 0
         for name in self.mode.value_variables:

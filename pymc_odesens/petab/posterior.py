@@ -8,10 +8,12 @@ The recipe (docs/petab.md, "One call to a posterior"):
    (:func:`~pymc_odesens.inference.find_modes`, on the full model: its optima are the
    problem's, with PEtab's log-likelihoods), in worker processes or on ``executor=``.
 3. **Start**: the Laplace approximation of the sampled model at the mode of its sampler's
-   density next to the best optimum
-   (:func:`~pymc_odesens.inference.laplace_approximation`): each chain starts at its own
-   draw of it (never exactly at the mode, where nutpie's first metric stalls), and PyMC's
-   NUTS starts its dense mass matrix from its covariance.
+   density next to each mode within :data:`MODE_WEIGHT_WINDOW` of the best (at most
+   :data:`MAX_WEIGHED_MODES`), weighed by its mass
+   (:func:`~pymc_odesens.inference.laplace_mixture.laplace_mixture`): each chain starts at
+   its own draw of that mixture (a mode with its weight; never exactly at a mode, where
+   nutpie's first metric stalls); nutpie's coordinates are whitened by, and PyMC's NUTS
+   starts its dense mass matrix from, the heaviest mode's approximation.
 4. **Sample** with nutpie or PyMC's NUTS, checking R-hat and bulk and tail ESS of every
    estimated parameter every ``draws`` draws per chain (the marginalised ones drawn from
    their conditional posterior for each draw first), and continuing the same chains until
@@ -33,11 +35,20 @@ import pymc as pm
 from pymc_odesens.inference.arguments import positive_int, positive_number
 from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
 from pymc_odesens.inference.executor_choice import check_executor
-from pymc_odesens.inference.laplace_start import laplace_approximation
+from pymc_odesens.inference.laplace_mixture import laplace_mixture
 from pymc_odesens.inference.marginal_recovery import MarginalRecovery, marginal_nodes
 from pymc_odesens.inference.multistart import find_modes
 
-__all__ = ["CHECK_EVERY", "MAX_DRAWS", "MULTIMODAL_GAP", "REPORT_FIELDS", "sample_posterior"]
+__all__ = [
+    "CHECK_EVERY",
+    "MAX_DRAWS",
+    "MAX_WEIGHED_MODES",
+    "MODE_WEIGHT_WINDOW",
+    "MULTIMODAL_GAP",
+    "MULTIMODAL_WEIGHT",
+    "REPORT_FIELDS",
+    "sample_posterior",
+]
 
 CHECK_EVERY = {"nutpie": 100, "pymc": 500}
 """Default ``draws`` between two convergence checks, by sampler. nutpie's chains go on while
@@ -48,10 +59,24 @@ check, which costs a restart of its processes."""
 MAX_DRAWS = 10000
 """Default ``max_draws`` per chain."""
 
+MODE_WEIGHT_WINDOW = 10.0
+"""Modes of the multistart whose log-posterior is within this many log-units of the best
+one's are weighed by their Laplace masses (a mode further below would need a Laplace
+volume e**10 = 22 000 times the best one's to hold as much mass)."""
+
+MAX_WEIGHED_MODES = 4
+"""At most this many modes (the highest) are weighed: each costs a Laplace approximation
+(a Hessian by finite differences of the gradient: 2 d gradients)."""
+
+MULTIMODAL_WEIGHT = 0.01
+"""A second distinct mode of the sampler's density that holds at least this share of the
+Laplace mass makes the run report ``multimodal = 1``."""
+
 MULTIMODAL_GAP = 5.0
-"""Modes whose log-posteriors are within this many log-units of the best one's (other
-clusters of :func:`~pymc_odesens.inference.find_modes` that a valley deeper than
-``barrier`` separates from the best) make the run report ``multimodal = 1``."""
+"""A mode that could not be weighed (no Laplace approximation there) and whose
+log-posterior is within this many log-units of the best one's (another cluster of
+:func:`~pymc_odesens.inference.find_modes` that a valley deeper than ``barrier``
+separates from the best) makes the run report ``multimodal = 1`` too."""
 
 REPORT_FIELDS = {
     "converged": "1 if every estimated parameter has R-hat <= target_rhat and bulk and tail "
@@ -84,12 +109,21 @@ REPORT_FIELDS = {
     "mode_log_posteriors": "each mode's best log-posterior (problem's priors), best first",
     "mode_log_likelihoods": "each mode's best log-likelihood (PEtab's)",
     "mode_sizes": "starts per mode",
-    "multimodal": "1 if another mode is within MULTIMODAL_GAP of the best log-posterior",
-    "laplace_hessian": "how the Laplace covariance was computed",
+    "mode_laplace_component": "for each mode, the Laplace component (distinct mode of the "
+    "sampled model's density, heaviest 0) its climb ended at; -1: not weighed (outside "
+    "MODE_WEIGHT_WINDOW or MAX_WEIGHED_MODES, or no approximation)",
+    "laplace_weights": "each Laplace component's share of the Laplace mass, heaviest first: "
+    "the chains' starts are drawn with these weights",
+    "laplace_log_evidence": "the Laplace estimate of the sampled model's log evidence (the "
+    "log of the components' summed masses)",
+    "multimodal": "1 if a second Laplace component holds at least MULTIMODAL_WEIGHT of the "
+    "mass, or a mode that could not be weighed is within MULTIMODAL_GAP of the best "
+    "log-posterior",
+    "laplace_hessian": "how the heaviest component's Laplace covariance was computed",
     "whitened": "1 if nutpie sampled in coordinates whitened by the Laplace approximation",
     "time_model": "seconds: building the PyMC model(s)",
     "time_modes": "seconds: the multistart (with its workers' compiles)",
-    "time_initialise": "seconds: the Laplace approximation",
+    "time_initialise": "seconds: the Laplace approximations",
     "time_sampling": "seconds: compiling the sampler, tuning, draws and continuations",
     "time_recovery": "seconds: drawing the marginalised parameters",
     "wall_time": "seconds from the call to the result",
@@ -199,21 +233,32 @@ def _recovery(model: pm.Model, random_seed):
     return extra_draws
 
 
-def _laplace(model: pm.Model, start: dict, marginal: bool):
-    """The Laplace approximation at the sampled model's sampler mode near ``start``:
-    finite differences of the exact gradient, else (full models) the Fisher information."""
+def _weighed_modes(model: pm.Model, modes, marginal: bool):
+    """The Laplace mixture over the modes within MODE_WEIGHT_WINDOW of the best (at most
+    MAX_WEIGHED_MODES), at the sampled model's sampler modes next to them: finite
+    differences of the exact gradient, else (full models) the Fisher information. Returns
+    the mixture, the weighed modes' count and the failures (by mode index)."""
+    best = modes.clusters[0].log_posterior
+    weighed = [
+        c
+        for c in modes.clusters[:MAX_WEIGHED_MODES]
+        if best - c.log_posterior <= MODE_WEIGHT_WINDOW
+    ]
+    values = {v.name for v in model.value_vars}
+    starts = []
+    for cluster in weighed:
+        point = modes.objective.sampler_point(cluster.best.x)
+        starts.append({name: value for name, value in point.items() if name in values})
     hessians = ("finite-differences",) if marginal else ("finite-differences", "fisher")
-    errors = []
-    for hessian in hessians:
-        try:
-            return laplace_approximation(model, start, hessian=hessian)
-        except ValueError as error:
-            errors.append(f"{hessian}: {error}")
-    raise RuntimeError(
-        "sample_posterior: no Laplace approximation at the best optimum to start the chains "
-        "from (" + "; ".join(errors) + "); find_modes' result may not be a strict maximum "
-        "(more starts, n_starts=...) or the posterior is improper along some direction"
-    )
+    try:
+        mixture, failures = laplace_mixture(model, starts, hessians=hessians)
+    except ValueError as error:
+        raise RuntimeError(
+            f"sample_posterior: {error} (the best optimum, to start the chains from); "
+            "find_modes' result may not be a strict maximum (more starts, n_starts=...) or the "
+            "posterior is improper along some direction"
+        ) from None
+    return mixture, len(weighed), failures
 
 
 def sample_posterior(
@@ -245,7 +290,8 @@ def sample_posterior(
     """A posterior of a PEtab problem, checked for convergence, in one call.
 
     Builds the (marginalised) model, finds the posterior's modes by multistart
-    optimisation, starts the chains from the Laplace approximation at the best one, samples
+    optimisation, weighs the best ones by their Laplace masses and starts each chain at a
+    draw of that mixture (:mod:`~pymc_odesens.inference.laplace_mixture`), samples
     with nutpie or PyMC's NUTS, draws the marginalised parameters from their conditional
     posterior, checks R-hat and bulk and tail ESS of every estimated parameter, and
     continues the same chains until the checks pass or ``time_limit`` has passed (see the
@@ -335,8 +381,9 @@ def sample_posterior(
         ``posterior``: every estimated parameter by its id on its ``parameterScale``
         (marginalised ones recovered), and the model's other variables;
         ``sample_stats`` with the report in its ``attrs`` (:data:`REPORT_FIELDS`:
-        ``converged``, ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min``, the modes found
-        and ``multimodal``, the wall time of each phase, ...). A run that did not converge
+        ``converged``, ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min``, the modes found,
+        their Laplace weights, ``laplace_log_evidence`` and ``multimodal``, the wall time
+        of each phase, ...). A run that did not converge
         returns its draws with ``converged = 0`` and says why on stderr.
 
     Raises
@@ -349,7 +396,8 @@ def sample_posterior(
         not a bool.
     RuntimeError
         No Laplace approximation at the best optimum (its Hessian is not negative
-        definite).
+        definite). At another mode that is reported on stderr, and the mode is not
+        weighed (``mode_laplace_component = -1``).
     """
     called = time.monotonic()
     began = time.perf_counter()
@@ -432,7 +480,6 @@ def sample_posterior(
         modes = modes.join_connected(barrier)
     best = modes.best
     times["time_modes"] = time.perf_counter() - phase
-    near = [c for c in modes.clusters if best.log_posterior - c.log_posterior <= MULTIMODAL_GAP]
     joined = (
         f"{optima_found} distinct optima, joined where no valley deeper than {barrier:g} "
         f"log-units separates them into {len(modes.clusters)} modes"
@@ -443,35 +490,46 @@ def sample_posterior(
         progressbar,
         f"{joined} from {n_starts} starts "
         f"({len(modes.failed)} failed) in {times['time_modes']:.1f} s; best log-likelihood "
-        f"{best.log_likelihood:.6g}"
-        + (
-            f"; WARNING: {len(near)} modes within {MULTIMODAL_GAP} log-units of the best "
-            "(a multimodal posterior: chains may not meet)"
-            if len(near) > 1
-            else ""
-        ),
+        f"{best.log_likelihood:.6g}" + f" (log-posterior {best.log_posterior:.6g})",
     )
 
-    # 3. the start: Laplace at the sampled model's mode next to the best optimum
+    # 3. the start: the Laplace mixture over the modes near the best
     phase = time.perf_counter()
     if model is None:
         model = modes.model
-    start = modes.objective.sampler_point(best.x)
-    values = {v.name for v in model.value_vars}
-    start = {name: value for name, value in start.items() if name in values}
-    laplace = _laplace(model, start, marginal)
+    mixture, n_weighed, failures = _weighed_modes(model, modes, marginal)
+    laplace = mixture.heaviest
+    weights = mixture.weights
+    components = [mixture.component_of(i) for i in range(len(modes.clusters))]
+    unweighed_near = [
+        i
+        for i, cluster in enumerate(modes.clusters)
+        if components[i] < 0 and best.log_posterior - cluster.log_posterior <= MULTIMODAL_GAP
+    ]
+    multimodal = bool(np.sum(weights >= MULTIMODAL_WEIGHT) > 1 or unweighed_near)
     times["time_initialise"] = time.perf_counter() - phase
+    shares = " / ".join(f"{w:.3g}" for w in weights)
     _say(
         progressbar,
-        f"Laplace approximation ({laplace.hessian}) at the sampler's mode in "
-        f"{times['time_initialise']:.1f} s; sampling {chains} chains with {sampler}",
+        f"Laplace approximations ({laplace.hessian}) at the sampler's modes next to "
+        f"{n_weighed} of the modes in {times['time_initialise']:.1f} s: "
+        f"{len(mixture.components)} distinct, weights {shares}, Laplace log evidence "
+        f"{mixture.log_evidence:.6g}"
+        + (
+            "; WARNING: more than one mode holds mass (a multimodal posterior: chains "
+            "started in different modes may not meet)"
+            if multimodal
+            else ""
+        )
+        + "".join(f"; mode {i} not weighed: {reason}" for i, reason in sorted(failures.items()))
+        + f"; sampling {chains} chains with {sampler}",
     )
 
     # 4. sampling, checks, continuations
     step = None
     whitened = whiten and sampler == "nutpie"
     if sampler == "pymc":
-        step = laplace.nuts_step(target_accept=target_accept)
+        step = laplace.nuts_step(target_accept=target_accept)  # the heaviest's covariance
     idata, outcome = sample_until_converged(
         model,
         var_names=ids,
@@ -486,12 +544,12 @@ def sample_posterior(
         target_rhat=target_rhat,
         target_ess=target_ess,
         random_seed=sampling_seed,
-        initvals=None if whitened else laplace.start_values(),
+        initvals=None if whitened else mixture.start_values(),
         step=step,
         target_accept=target_accept,
         step_size_tune=min(100, max(tune, 1)),
         extra_draws=_recovery(model, recovery_seed) if marginal else None,
-        whiten=laplace if whitened else None,
+        whiten=mixture if whitened else None,
         progressbar=progressbar,
     )
     times["time_sampling"] = outcome.sampling_time
@@ -528,7 +586,10 @@ def sample_posterior(
         "mode_log_posteriors": [float(c.log_posterior) for c in modes.clusters],
         "mode_log_likelihoods": [float(c.log_likelihood) for c in modes.clusters],
         "mode_sizes": [int(c.size) for c in modes.clusters],
-        "multimodal": int(len(near) > 1),
+        "mode_laplace_component": components,
+        "laplace_weights": [float(w) for w in weights],
+        "laplace_log_evidence": mixture.log_evidence,
+        "multimodal": int(multimodal),
         "laplace_hessian": laplace.hessian,
         "whitened": int(whitened),
         **times,

@@ -86,6 +86,12 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     # the mode's log-likelihood is PEtab's, above Boehm's floor of local optima
     assert -260.0 < attrs["mode_log_likelihoods"][0] <= -138.2219757 + 1e-3
     assert attrs["laplace_hessian"] == "finite-differences"
+    # one mode, all the Laplace mass; its evidence as tempered SMC's (-170.38 +- 0.52,
+    # benchmarks/README.md) at Boehm's best optimum
+    assert list(attrs["mode_laplace_component"]) == [0]
+    assert list(attrs["laplace_weights"]) == [1.0]
+    if attrs["mode_log_likelihoods"][0] > -138.2219757 - 1e-3:
+        assert attrs["laplace_log_evidence"] == pytest.approx(-170.256, abs=0.02)
     phases = [attrs[k] for k in REPORT_FIELDS if k.startswith("time_")]
     assert all(t >= 0 for t in phases)
     assert sum(phases) <= attrs["wall_time"] + 1e-6
