@@ -16,7 +16,8 @@ log of the sum is the Laplace estimate of the log evidence (on Boehm_JProteomeRe
 -170.26, against -170.38 +- 0.52 from tempered SMC; benchmarks/README.md).
 
 :func:`laplace_mixture` climbs from each given start (a multistart optimum) to the sampler's
-mode, computes its Laplace approximation, joins the starts that climbed to the same mode
+mode, computes its Laplace approximation (one compiled log-density for all), joins the
+starts that climbed to the same mode
 (several optima of the log-posterior on a bound or a ridge can lead to one mode of the
 sampler's density, which has the Jacobians), and weighs them.
 :meth:`LaplaceMixture.start_values` draws each chain's start from the mixture: a chain
@@ -32,7 +33,7 @@ Gaussian (a wall, a ridge: docs/smc.md) can hold a different mass; tempered SMC
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +42,7 @@ import pytensor.tensor as pt
 from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 
-from pymc_odesens.inference.laplace_start import LaplaceApproximation, laplace_approximation
+from pymc_odesens.inference.laplace_start import LaplaceApproximation, LaplaceApproximator
 
 __all__ = [
     "SAME_MODE_DISTANCE",
@@ -74,10 +75,10 @@ def laplace_log_mass(laplace: LaplaceApproximation) -> float:
     return float(laplace.mode.log_density + 0.5 * d * np.log(2 * np.pi) + 0.5 * log_det)
 
 
-def _distance(a: LaplaceApproximation, b: LaplaceApproximation) -> float:
-    """Mahalanobis distance of ``b``'s mode from ``a``'s, in ``a``'s covariance."""
+def _distance(a: LaplaceApproximation, vector: np.ndarray) -> float:
+    """Mahalanobis distance of ``vector`` from ``a``'s mode, in ``a``'s covariance."""
     cholesky = np.linalg.cholesky(a.covariance)
-    step = solve_triangular(cholesky, b.mode.vector - a.mode.vector, lower=True)
+    step = solve_triangular(cholesky, vector - a.mode.vector, lower=True)
     return float(np.sqrt(step @ step))
 
 
@@ -178,10 +179,13 @@ def laplace_mixture(
     model: pm.Model,
     starts: Sequence[Mapping[str, np.ndarray]],
     hessians: Sequence[str] = ("finite-differences",),
-    approximate: Callable | None = None,
     same_mode: float = SAME_MODE_DISTANCE,
 ) -> tuple[LaplaceMixture, dict[int, str]]:
     """The Laplace approximations at the sampler modes reached from ``starts``, weighed.
+
+    The model's log-density is compiled once
+    (:class:`~pymc_odesens.inference.laplace_start.LaplaceApproximator`); a climb that ends
+    at the mode of an earlier component joins it without a Hessian of its own.
 
     Parameters
     ----------
@@ -194,10 +198,6 @@ def laplace_mixture(
     hessians : sequence of str
         The Hessians to try in order at each mode
         (:func:`~pymc_odesens.inference.laplace_start.laplace_approximation`'s ``hessian``).
-    approximate : callable, optional
-        ``approximate(model, start, hessian) -> LaplaceApproximation`` in place of
-        :func:`laplace_approximation` (the same contract: ``ValueError`` when the mode has
-        no approximation).
     same_mode : float
         Climbs whose modes are closer than this (Mahalanobis distance in the earlier
         component's covariance) ended at one mode (:data:`SAME_MODE_DISTANCE`).
@@ -221,21 +221,29 @@ def laplace_mixture(
         raise ValueError("hessians: expected at least one of 'fisher', 'finite-differences'")
     if not (np.isfinite(same_mode) and same_mode > 0):
         raise ValueError(f"same_mode: expected a positive distance, got {same_mode!r}")
-    approximate = approximate or (lambda m, s, h: laplace_approximation(m, s, hessian=h))
+    approximator = LaplaceApproximator(model)
     components: list[LaplaceApproximation] = []
     masses: list[float] = []
     sources: list[list[int]] = []
     failures: dict[int, str] = {}
     for index, start in enumerate(starts):
         laplace, errors = None, []
-        for hessian in hessians:
+        try:
+            mode = approximator.climb(start)
+        except ValueError as error:
+            mode = None
+            errors.append(f"climb: {error}")
+        joined = mode is not None and _join(components, sources, mode, index, same_mode)
+        for hessian in hessians if mode is not None and not joined else ():
             try:
-                laplace = approximate(model, start, hessian)
+                laplace = approximator.at(mode, hessian)
                 mass = laplace_log_mass(laplace)
                 break
             except ValueError as error:
                 laplace = None
                 errors.append(f"{hessian}: {error}")
+        if joined:
+            continue
         if laplace is None:
             if index == 0:
                 raise ValueError(
@@ -243,14 +251,9 @@ def laplace_mixture(
                 )
             failures[index] = "; ".join(errors)
             continue
-        for k, other in enumerate(components):
-            if _distance(other, laplace) < same_mode:
-                sources[k].append(index)
-                break
-        else:
-            components.append(laplace)
-            masses.append(mass)
-            sources.append([index])
+        components.append(laplace)
+        masses.append(mass)
+        sources.append([index])
     order = np.argsort(-np.asarray(masses), kind="stable")
     mixture = LaplaceMixture(
         components=tuple(components[k] for k in order),
@@ -258,3 +261,12 @@ def laplace_mixture(
         sources=tuple(tuple(sources[k]) for k in order),
     )
     return mixture, failures
+
+
+def _join(components, sources, mode, index: int, same_mode: float) -> bool:
+    """Add start ``index`` to the first component whose mode ``mode`` is (True)."""
+    for k, other in enumerate(components):
+        if _distance(other, mode.vector) < same_mode:
+            sources[k].append(index)
+            return True
+    return False

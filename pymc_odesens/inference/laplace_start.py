@@ -48,7 +48,7 @@ from pymc_odesens.inference.mode_metric import (
 )
 from pymc_odesens.inference.smmala_metric import smmala_graph
 
-__all__ = ["HESSIANS", "LaplaceApproximation", "laplace_approximation"]
+__all__ = ["HESSIANS", "LaplaceApproximation", "LaplaceApproximator", "laplace_approximation"]
 
 HESSIANS = ("fisher", "finite-differences")
 
@@ -175,6 +175,76 @@ def _fisher_metric(model, variables, point, vector) -> np.ndarray:
     return np.array(function(np.asarray(vector, dtype=float)), dtype=float)
 
 
+class LaplaceApproximator:
+    """Laplace approximations of one model at several modes, its log-density compiled once.
+
+    :func:`laplace_approximation` for one start; this for many (the modes of a multistart,
+    :func:`~pymc_odesens.inference.laplace_mixture.laplace_mixture`): the climb to each
+    sampler's mode and the Hessian there reuse one compiled log-density and gradient.
+    Not safe to call from several threads at once (the compiled function keeps the point
+    it was last given); one per thread.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    """
+
+    def __init__(self, model: pm.Model):
+        self.model = model
+        self._variables = _value_variables(model, None)
+        self._function, _, self._point = _log_density_function(model, self._variables, None, {})
+        self._names = [v.name for v in self._variables]
+
+    def climb(self, start: Mapping[str, np.ndarray]) -> PosteriorMode:
+        """The sampler's mode (value variables, transformed scale) that L-BFGS-B reaches
+        from ``start`` (value variables by name; the model's initial point for the others).
+
+        Raises
+        ------
+        ValueError
+            ``start`` names a variable that is not a value variable; the log-density is not
+            finite there.
+        """
+        unknown = set(start) - set(self._names)
+        if unknown:
+            raise ValueError(
+                f"start: {sorted(unknown)} are not value variables of the model (give values "
+                "on the transformed scale, by value variable name, e.g. 'k_log__')"
+            )
+        point = {**self._point, **{name: np.asarray(value) for name, value in start.items()}}
+        vector = np.concatenate([np.ravel(point[name]) for name in self._names]).astype(float)
+        return _maximise(self._function, vector, point, self._variables, max_iterations=20000)
+
+    def at(self, mode: PosteriorMode, hessian: str = "fisher", fd_step: float = 1e-3):
+        """The Laplace approximation at ``mode`` (from :meth:`climb`).
+
+        Raises
+        ------
+        ValueError
+            ``hessian`` unknown; the negative Hessian is not finite or not positive definite
+            (the count of eigenvalues that are not positive is given).
+        """
+        if hessian not in HESSIANS:
+            raise ValueError(f"hessian: expected one of {HESSIANS}, got {hessian!r}")
+        if hessian == "fisher":
+            matrix = _fisher_metric(self.model, self._variables, self._point, mode.vector)
+        else:
+            function = self._function
+            matrix = negative_hessian(lambda v: function(v)[1], mode.vector, fd_step)
+        if not np.all(np.isfinite(matrix)):
+            raise ValueError(f"the {hessian} Hessian at the sampler's mode is not finite")
+        values, vectors = np.linalg.eigh(matrix)
+        if values[0] <= 0:
+            raise ValueError(
+                f"the negative Hessian ({hessian}) at the sampler's mode ({mode.message}; "
+                f"gradient norm {mode.gradient_norm:.3g}) has {int(np.sum(values <= 0))} "
+                f"eigenvalues that are not positive (smallest {values[0]:.3g}): not a strict "
+                "local maximum"
+            )
+        covariance = (vectors / values) @ vectors.T
+        return LaplaceApproximation(self.model, mode, 0.5 * (covariance + covariance.T), hessian)
+
+
 def laplace_approximation(
     model: pm.Model,
     start: Mapping[str, np.ndarray],
@@ -204,21 +274,5 @@ def laplace_approximation(
     """
     if hessian not in HESSIANS:
         raise ValueError(f"hessian: expected one of {HESSIANS}, got {hessian!r}")
-    variables = _value_variables(model, None)
-    function, vector, point = _log_density_function(model, variables, start, {})
-    mode = _maximise(function, vector, point, variables, max_iterations=20000)
-    if hessian == "fisher":
-        matrix = _fisher_metric(model, variables, point, mode.vector)
-    else:
-        matrix = negative_hessian(lambda v: function(v)[1], mode.vector, fd_step)
-    if not np.all(np.isfinite(matrix)):
-        raise ValueError(f"the {hessian} Hessian at the sampler's mode is not finite")
-    values, vectors = np.linalg.eigh(matrix)
-    if values[0] <= 0:
-        raise ValueError(
-            f"the negative Hessian ({hessian}) at the sampler's mode ({mode.message}; gradient "
-            f"norm {mode.gradient_norm:.3g}) has {int(np.sum(values <= 0))} eigenvalues that "
-            f"are not positive (smallest {values[0]:.3g}): not a strict local maximum"
-        )
-    covariance = (vectors / values) @ vectors.T
-    return LaplaceApproximation(model, mode, 0.5 * (covariance + covariance.T), hessian)
+    approximator = LaplaceApproximator(model)
+    return approximator.at(approximator.climb(start), hessian, fd_step)

@@ -94,20 +94,25 @@ def test_chain_starts_are_draws_of_the_mixture():
 
 
 def test_a_mode_without_an_approximation_is_reported_and_the_first_one_raises():
-    model = _two_peaks()
-
-    def approximate(m, start, hessian):
-        if float(start["x"]) > 0:
-            raise ValueError("not a strict local maximum (made up)")
-        return laplace_approximation(m, start, hessian)
-
-    starts = [{"x": np.array(-5.0)}, {"x": np.array(4.0)}]
-    mixture, failures = laplace_mixture(model, starts, approximate=approximate)
-    assert failures == {1: "finite-differences: not a strict local maximum (made up)"}
+    # a Gaussian peak in (x, y) at x = -6, and one at x = 5 that does not depend on y:
+    # flat along y there (the negative Hessian is singular), so that mode has no mass
+    with pm.Model() as model:
+        x, y = pm.Flat("x"), pm.Flat("y")
+        peak = pm.logp(pm.Normal.dist(CENTRES[0], WIDTHS[0]), x) + pm.logp(
+            pm.Normal.dist(0.0, 1.0), y
+        )
+        ridge = pm.logp(pm.Normal.dist(CENTRES[1], WIDTHS[1]), x)
+        pm.Potential("peaks", pt.logsumexp(pt.stack([peak, ridge])))
+    starts = [{"x": np.array(-5.0), "y": np.array(0.5)}, {"x": np.array(4.0), "y": np.array(2.0)}]
+    mixture, failures = laplace_mixture(model, starts)
+    assert list(failures) == [1]
+    assert failures[1].startswith("finite-differences: the negative Hessian")
+    assert "eigenvalues that are not positive" in failures[1]
     np.testing.assert_allclose(mixture.weights, [1.0])
-    assert mixture.log_evidence == pytest.approx(np.log(W[0]), abs=1e-6)
+    assert mixture.log_evidence == pytest.approx(0.0, abs=1e-6)  # the peak's own mass
+    assert [mixture.component_of(i) for i in range(2)] == [0, -1]
     with pytest.raises(ValueError, match=r"no Laplace approximation at the first start \("):
-        laplace_mixture(model, starts[::-1], approximate=approximate)
+        laplace_mixture(model, starts[::-1])
 
 
 def test_a_flat_direction_has_no_laplace_mass():
