@@ -198,7 +198,7 @@ def sample_until_converged(
     target_accept: float = 0.8,
     step_size_tune: int = 100,
     extra_draws: Callable[[xr.Dataset], xr.Dataset] | None = None,
-    whiten: LaplaceApproximation | None = None,
+    whiten: LaplaceApproximation | LaplaceMixture | None = None,
     progressbar: bool = True,
 ) -> tuple[az.InferenceData, ConvergedSampling]:
     """Sample ``model`` until R-hat and ESS of ``var_names`` meet their targets.
@@ -212,7 +212,8 @@ def sample_until_converged(
     draws : int
         Draws per chain between two checks (the first check after ``draws`` draws).
     tune : int
-        Tuning steps per chain before the first draw.
+        Tuning steps per chain before the first draw (nutpie: at least 1; its adaptation
+        has no window otherwise).
     chains : int
         At least 2.
     cores : int, optional
@@ -308,6 +309,11 @@ def sample_until_converged(
         approximation = whiten.heaviest if isinstance(whiten, LaplaceMixture) else whiten
         if approximation.model is not model:
             raise ValueError("whiten: an approximation of another model than `model`")
+    if sampler == "nutpie" and tune < 1:
+        # nuts-rs panics ("assertion failed: early_end < num_tune") in its threads
+        raise ValueError(
+            f"tune: nutpie needs at least 1 tuning step (its adaptation windows), got {tune!r}"
+        )
     if sampler == "nutpie":
         idata, outcome = _nutpie_until_converged(plan)
     elif sampler == "pymc":

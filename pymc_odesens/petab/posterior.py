@@ -341,7 +341,7 @@ def sample_posterior(
         Draws per chain between two convergence checks (default :data:`CHECK_EVERY`: 100
         with nutpie, 500 with PyMC's NUTS).
     tune : int
-        Tuning steps per chain (500).
+        Tuning steps per chain (500; nutpie needs at least 1).
     max_draws : int, optional
         At most this many draws per chain (default: 10000, at least ``draws``).
     time_limit : float, optional
@@ -421,7 +421,7 @@ def sample_posterior(
     if draws is None:
         draws = CHECK_EVERY[sampler]
     draws = positive_int("draws", draws)
-    tune = positive_int("tune", tune, 0)
+    tune = positive_int("tune", tune, 1 if sampler == "nutpie" else 0)  # nuts-rs needs 1
     if cores is not None:
         cores = positive_int("cores", cores)
     if max_draws is None:

@@ -115,6 +115,14 @@ def test_nutpie_stops_in_tuning_at_the_limit_and_says_how_far_it_got(capsys):
     assert "time limit: the chains were still tuning (" in capsys.readouterr().err
 
 
+def test_nutpie_needs_a_tuning_step():
+    # nuts-rs would panic in its threads ("assertion failed: early_end < num_tune")
+    with pm.Model() as model:
+        pm.Normal("a")
+    with pytest.raises(ValueError, match="tune: nutpie needs at least 1 tuning step .* got 0"):
+        sample_until_converged(model, var_names=["a"], tune=0, progressbar=False)
+
+
 def test_looks_are_timed_for_the_next_check():
     from pymc_odesens.inference import converged_sampling as cs
 

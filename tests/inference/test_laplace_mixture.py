@@ -143,3 +143,32 @@ def test_whitened_start_checks_its_shapes():
     assert isinstance(mixture, LaplaceMixture)
     with pytest.raises(ValueError, match=r"mean, cholesky: expected shapes \(1,\) and \(1, 1\)"):
         mixture.whitened_start(np.zeros(2), np.eye(2))
+
+
+def test_nutpie_chains_start_in_every_mode_that_holds_weight():
+    # two equal peaks 11 sds apart: chains cannot cross, so each stays where it started
+    from pymc_odesens.inference import sample_until_converged
+
+    with pm.Model() as model:
+        x = pm.Flat("x")
+        peaks = [pm.logp(pm.Normal.dist(c, 1.0), x) for c in (-6.0, 5.0)]
+        pm.Potential("peaks", pt.logsumexp(pt.stack(peaks)))
+    mixture, _ = laplace_mixture(model, [{"x": np.array(-5.0)}, {"x": np.array(4.0)}])
+    np.testing.assert_allclose(mixture.weights, [0.5, 0.5], atol=1e-8)
+    idata, outcome = sample_until_converged(
+        model,
+        var_names=["x"],
+        draws=50,
+        tune=50,
+        chains=6,
+        max_draws=50,
+        random_seed=3,
+        whiten=mixture,
+        progressbar=False,
+    )
+    sides = np.sign(idata.posterior["x"].values)  # (chain, draw)
+    assert np.all(sides == sides[:, :1])  # every chain in one peak throughout
+    assert set(sides[:, 0]) == {-1.0, 1.0}  # and both peaks have chains
+    assert not outcome.converged and outcome.checks.rhat_max > 1.1  # R-hat says so (1.40)
+    with pytest.raises(TypeError, match="whiten: expected a LaplaceApproximation or"):
+        sample_until_converged(model, var_names=["x"], whiten={"x": 0.0})

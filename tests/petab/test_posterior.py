@@ -28,8 +28,9 @@ def boehm():
 @pytest.fixture(scope="module")
 def limited(boehm):
     """A run whose time limit has passed before sampling starts: it stops at the first
-    look after tuning, with few draws (tiny settings: one start in this process, two
-    chains)."""
+    look that finds draws, with few of them (tiny settings: one start in this process, two
+    chains, one tuning step: nutpie's least; a machine that has not finished its tuning by
+    the first look, 1 s in, stops in tuning with no draws, which another test covers)."""
     return sample_posterior(
         boehm,
         n_starts=1,
@@ -37,7 +38,7 @@ def limited(boehm):
         mode_method="L-BFGS-B",
         chains=2,
         draws=40,
-        tune=10,
+        tune=1,
         time_limit=1e-3,
         random_seed=3,
         progressbar=False,
@@ -71,7 +72,7 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     assert attrs["stopped_by"] == "time limit"
     draws = limited.posterior.sizes["draw"]
     assert draws == attrs["draws_per_chain"]
-    # stopped at the first look after tuning: the draws so far, or the first check's 40
+    # stopped at the first look with draws: the draws so far, or the first check's 40
     # when the chains had that many by then (a check at the limit that fails ends the run)
     assert 1 <= draws <= 40
     assert limited.sample_stats.sizes["draw"] == draws
@@ -81,7 +82,11 @@ def test_a_run_stopped_by_its_time_limit_reports_not_converged(limited):
     assert attrs["sampler"] == "nutpie"
     assert attrs["n_starts"] == 1 and attrs["starts_failed"] == 0
     assert attrs["mode_method"] == "L-BFGS-B"
-    assert attrs["optima_found"] == attrs["modes_found"] == 1 and attrs["multimodal"] == 0
+    # the prior draw's start and the nominal one end at Boehm's best optimum: one mode of
+    # both starts (L-BFGS-B may stop them at points its clustering keeps apart, 2 optima,
+    # which the valley test joins: seen on one machine, not on another)
+    assert attrs["modes_found"] == 1 and 1 <= attrs["optima_found"] <= 2
+    assert list(attrs["mode_sizes"]) == [2] and attrs["multimodal"] == 0
     assert len(attrs["mode_log_likelihoods"]) == 1
     # the mode's log-likelihood is PEtab's, above Boehm's floor of local optima
     assert -260.0 < attrs["mode_log_likelihoods"][0] <= -138.2219757 + 1e-3
@@ -120,7 +125,9 @@ def test_the_result_can_be_written_as_netcdf(limited, tmp_path):
         ("chains", 1, ValueError, "chains: expected an integer >= 2"),
         ("n_starts", 0, ValueError, "n_starts: expected an integer >= 1"),
         ("draws", 2.5, ValueError, "draws: expected an integer >= 1"),
-        ("tune", -1, ValueError, "tune: expected an integer >= 0"),
+        ("tune", -1, ValueError, "tune: expected an integer >= 1, got -1"),
+        # nutpie (the default sampler) panics in its threads without a tuning step
+        ("tune", 0, ValueError, "tune: expected an integer >= 1, got 0"),
         ("max_draws", 10, ValueError, "max_draws: expected at least draws"),
         ("time_limit", 0, ValueError, "time_limit: expected a positive number"),
         ("target_rhat", 1.0, ValueError, "target_rhat: expected a finite number > 1"),
@@ -140,6 +147,11 @@ def test_arguments_are_refused_by_name(boehm, argument, value, error, message):
         kwargs["draws"] = 20
     with pytest.raises(error, match=message):
         sample_posterior(boehm, **kwargs)
+
+
+def test_pymcs_nuts_may_skip_tuning(boehm):
+    with pytest.raises(ValueError, match="tune: expected an integer >= 0, got -1"):
+        sample_posterior(boehm, sampler="pymc", tune=-1)
 
 
 def test_the_nominal_start_is_the_parameter_tables_values_within_their_bounds(boehm):
