@@ -9,7 +9,8 @@ log-Jacobians included) with covariance ``S`` gives the mass under it::
 
     log Z_k = log p(m_k) + d/2 log(2 pi) + 1/2 log det S_k
 
-``log p`` is the model's normalised log-density (priors and likelihood), so ``log Z_k`` is
+``log p`` is the model's log-density, log-prior plus log-likelihood with every distribution
+normalised (the unnormalised posterior), so ``log Z_k`` is
 the Laplace approximation of the model evidence restricted to that mode, the weights
 ``Z_k / sum Z`` are the modes' posterior probabilities under the approximation, and the
 log of the sum is the Laplace estimate of the log evidence (on Boehm_JProteomeRes2014:
@@ -25,6 +26,9 @@ starts in a mode with that mode's weight, so the chains are spread over the mode
 approximation spreads the posterior, and chains that cannot travel between modes of
 comparable weight then disagree, which R-hat reports, instead of all starting in one peak
 and agreeing about it.
+
+:func:`laplace_mixture` compiles its own log-density per call, so calls from several
+threads do not share state; a :class:`LaplaceMixture` holds arrays only.
 
 The weights are only as good as the approximation: a mode whose density is far from
 Gaussian (a wall, a ridge: docs/smc.md) can hold a different mass; tempered SMC

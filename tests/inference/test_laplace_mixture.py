@@ -6,7 +6,6 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from pymc.initial_point import make_initial_point_fn
 from scipy.stats import multivariate_normal, norm
 
 from pymc_odesens.inference.laplace_mixture import (
@@ -15,6 +14,7 @@ from pymc_odesens.inference.laplace_mixture import (
     laplace_mixture,
 )
 from pymc_odesens.inference.laplace_start import laplace_approximation
+from tests.inference.test_laplace_start import _starts
 from tests.inference.test_mode_metric import PRIOR_SD, SIGMA, A, Y, _linear_model
 
 # two separated Gaussian peaks of a flat-prior density: masses W, centres, widths
@@ -31,15 +31,6 @@ def _two_peaks() -> pm.Model:
         ]
         pm.Potential("peaks", pt.logsumexp(pt.stack(peaks)))
     return model
-
-
-def _starts(model, initvals, seeds):
-    function = make_initial_point_fn(
-        model=model, overrides=initvals, jitter_rvs=set(), return_transformed=True
-    )
-    return np.array(
-        [np.concatenate([np.ravel(v) for v in function(seed).values()]) for seed in seeds]
-    )
 
 
 def test_the_laplace_mass_of_a_gaussian_posterior_is_its_exact_evidence():
@@ -76,7 +67,7 @@ def test_chain_starts_are_draws_of_the_mixture():
     starts = [{"x": np.array(-5.0)}, {"x": np.array(4.0)}]
     mixture, _ = laplace_mixture(model, starts)
     n = 2000
-    draws = _starts(model, mixture.start_values(), range(n))[:, 0]
+    draws = _starts(model, mixture.start_values(), range(n), transformed=True)[:, 0]
     heavy = draws > 0
     # the share in each peak: the weights, within 4 binomial standard errors
     assert abs(heavy.mean() - W[1]) < 4 * np.sqrt(W[1] * W[0] / n)

@@ -23,9 +23,11 @@ def test_the_covariance_of_a_gaussian_posterior_is_its_inverse_precision(hessian
     assert isinstance(laplace.potential(adapt=False), QuadPotentialFull)
 
 
-def _starts(model, initvals, seeds):
+def _starts(model, initvals, seeds, transformed: bool = False):
+    """The initial points PyMC draws from ``initvals`` with each seed, concatenated (the
+    variables' own scale, or the sampler's with ``transformed``)."""
     function = make_initial_point_fn(
-        model=model, overrides=initvals, jitter_rvs=set(), return_transformed=False
+        model=model, overrides=initvals, jitter_rvs=set(), return_transformed=transformed
     )
     return np.array(
         [np.concatenate([np.ravel(v) for v in function(seed).values()]) for seed in seeds]
