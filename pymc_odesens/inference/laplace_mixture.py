@@ -28,7 +28,7 @@ comparable weight then disagree, which R-hat reports, instead of all starting in
 and agreeing about it.
 
 :func:`laplace_mixture` compiles its own log-density per call, so calls from several
-threads do not share state; a :class:`LaplaceMixture` holds arrays only.
+threads do not share state; a :class:`LaplaceMixture` is not changed after it is made.
 
 The weights are only as good as the approximation: a mode whose density is far from
 Gaussian (a wall, a ridge: docs/smc.md) can hold a different mass; tempered SMC
