@@ -306,8 +306,7 @@ def sample_until_converged(
                 "whiten: expected a LaplaceApproximation or LaplaceMixture, got "
                 f"{type(whiten).__name__}"
             )
-        approximation = whiten.heaviest if isinstance(whiten, LaplaceMixture) else whiten
-        if approximation.model is not model:
+        if _whitening(whiten).model is not model:
             raise ValueError("whiten: an approximation of another model than `model`")
     if sampler == "nutpie" and tune < 1:
         # nuts-rs panics ("assertion failed: early_end < num_tune") in its threads
@@ -388,6 +387,11 @@ def _finished(sampler) -> bool:
         return False
 
 
+def _whitening(whiten: LaplaceApproximation | LaplaceMixture) -> LaplaceApproximation:
+    """The approximation that whitens the coordinates (a mixture's heaviest component)."""
+    return whiten.heaviest if isinstance(whiten, LaplaceMixture) else whiten
+
+
 def nutpie_model(
     model: pm.Model,
     initvals=None,
@@ -408,17 +412,16 @@ def nutpie_model(
         compile_kwargs["initial_points"] = dict(values)
     recorded = [rv.name for rv in model.free_RVs] + [d.name for d in model.deterministics]
     sampled = model
-    if isinstance(whiten, LaplaceMixture):
-        white = whitened_model(whiten.heaviest)
+    if whiten is not None:
+        white = whitened_model(_whitening(whiten))
         sampled, recorded = white.model, list(white.recorded)
-        start = whiten.whitened_start(white.mean, white.cholesky)
+        # each chain at its own draw: of the mixture, or of the approximation, N(0, I) in
+        # these coordinates
+        if isinstance(whiten, LaplaceMixture):
+            start = whiten.whitened_start(white.mean, white.cholesky)
+        else:
+            start = pt.random.normal(size=(white.mean.size,))
         compile_kwargs["initial_points"] = {WHITENED_NAME: start}
-    elif whiten is not None:
-        white = whitened_model(whiten)
-        sampled, recorded = white.model, list(white.recorded)
-        # each chain at its own draw of the approximation: N(0, I) in these coordinates
-        n = white.mean.size
-        compile_kwargs["initial_points"] = {WHITENED_NAME: pt.random.normal(size=(n,))}
     return compile_nutpie_model(sampled, **compile_kwargs), recorded
 
 

@@ -81,8 +81,7 @@ def laplace_log_mass(laplace: LaplaceApproximation) -> float:
 
 def _distance(a: LaplaceApproximation, vector: np.ndarray) -> float:
     """Mahalanobis distance of ``vector`` from ``a``'s mode, in ``a``'s covariance."""
-    cholesky = np.linalg.cholesky(a.covariance)
-    step = solve_triangular(cholesky, vector - a.mode.vector, lower=True)
+    step = solve_triangular(a.cholesky, vector - a.mode.vector, lower=True)
     return float(np.sqrt(step @ step))
 
 
@@ -144,7 +143,7 @@ class LaplaceMixture:
         order of ``heaviest.mode.value_variables``."""
         k, normal = self._draw()
         means = np.stack([c.mode.vector for c in self.components])
-        factors = np.stack([np.linalg.cholesky(c.covariance) for c in self.components])
+        factors = np.stack([c.cholesky for c in self.components])
         return pt.as_tensor_variable(means)[k] + pt.dot(pt.as_tensor_variable(factors)[k], normal)
 
     def start_values(self) -> dict:
@@ -170,10 +169,7 @@ class LaplaceMixture:
             [solve_triangular(cholesky, c.mode.vector - mean, lower=True) for c in self.components]
         )
         factors = np.stack(
-            [
-                solve_triangular(cholesky, np.linalg.cholesky(c.covariance), lower=True)
-                for c in self.components
-            ]
+            [solve_triangular(cholesky, c.cholesky, lower=True) for c in self.components]
         )
         k, normal = self._draw()
         return pt.as_tensor_variable(shifts)[k] + pt.dot(pt.as_tensor_variable(factors)[k], normal)
@@ -231,33 +227,34 @@ def laplace_mixture(
     sources: list[list[int]] = []
     failures: dict[int, str] = {}
     for index, start in enumerate(starts):
-        laplace, errors = None, []
+        if 0 in failures:  # the first start has none: no mixture to weigh against
+            break
         try:
             mode = approximator.climb(start)
         except ValueError as error:
-            mode = None
-            errors.append(f"climb: {error}")
-        joined = mode is not None and _join(components, sources, mode, index, same_mode)
-        for hessian in hessians if mode is not None and not joined else ():
+            failures[index] = f"climb: {error}"
+            continue
+        joined = [
+            k for k, other in enumerate(components) if _distance(other, mode.vector) < same_mode
+        ]
+        if joined:
+            sources[joined[0]].append(index)
+            continue
+        errors = []
+        for hessian in hessians:
             try:
                 laplace = approximator.at(mode, hessian)
-                mass = laplace_log_mass(laplace)
-                break
+                masses.append(laplace_log_mass(laplace))
             except ValueError as error:
-                laplace = None
                 errors.append(f"{hessian}: {error}")
-        if joined:
-            continue
-        if laplace is None:
-            if index == 0:
-                raise ValueError(
-                    "no Laplace approximation at the first start (" + "; ".join(errors) + ")"
-                )
+                continue
+            components.append(laplace)
+            sources.append([index])
+            break
+        else:
             failures[index] = "; ".join(errors)
-            continue
-        components.append(laplace)
-        masses.append(mass)
-        sources.append([index])
+    if 0 in failures:
+        raise ValueError(f"no Laplace approximation at the first start ({failures[0]})")
     order = np.argsort(-np.asarray(masses), kind="stable")
     mixture = LaplaceMixture(
         components=tuple(components[k] for k in order),
@@ -265,12 +262,3 @@ def laplace_mixture(
         sources=tuple(tuple(sources[k]) for k in order),
     )
     return mixture, failures
-
-
-def _join(components, sources, mode, index: int, same_mode: float) -> bool:
-    """Add start ``index`` to the first component whose mode ``mode`` is (True)."""
-    for k, other in enumerate(components):
-        if _distance(other, mode.vector) < same_mode:
-            sources[k].append(index)
-            return True
-    return False

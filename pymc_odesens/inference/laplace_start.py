@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pymc as pm
@@ -43,6 +44,8 @@ from pymc_odesens.inference.mode_metric import (
     PosteriorMode,
     _log_density_function,
     _maximise,
+    _positive_definite_inverse,
+    _start_point,
     _value_variables,
     negative_hessian,
 )
@@ -72,6 +75,11 @@ class LaplaceApproximation:
     mode: PosteriorMode
     covariance: np.ndarray
     hessian: str
+
+    @cached_property
+    def cholesky(self) -> np.ndarray:
+        """The covariance's lower Cholesky factor (computed once)."""
+        return np.linalg.cholesky(self.covariance)
 
     @property
     def standard_deviations(self) -> dict[str, np.ndarray]:
@@ -193,7 +201,6 @@ class LaplaceApproximator:
         self.model = model
         self._variables = _value_variables(model, None)
         self._function, _, self._point = _log_density_function(model, self._variables, None, {})
-        self._names = [v.name for v in self._variables]
 
     def climb(self, start: Mapping[str, np.ndarray]) -> PosteriorMode:
         """The sampler's mode (value variables, transformed scale) that L-BFGS-B reaches
@@ -205,14 +212,7 @@ class LaplaceApproximator:
             ``start`` names a variable that is not a value variable; the log-density is not
             finite there.
         """
-        unknown = set(start) - set(self._names)
-        if unknown:
-            raise ValueError(
-                f"start: {sorted(unknown)} are not value variables of the model (give values "
-                "on the transformed scale, by value variable name, e.g. 'k_log__')"
-            )
-        point = {**self._point, **{name: np.asarray(value) for name, value in start.items()}}
-        vector = np.concatenate([np.ravel(point[name]) for name in self._names]).astype(float)
+        point, vector = _start_point(self._point, self._variables, start)
         return _maximise(self._function, vector, point, self._variables, max_iterations=20000)
 
     def at(self, mode: PosteriorMode, hessian: str = "fisher", fd_step: float = 1e-3):
@@ -233,15 +233,14 @@ class LaplaceApproximator:
             matrix = negative_hessian(lambda v: function(v)[1], mode.vector, fd_step)
         if not np.all(np.isfinite(matrix)):
             raise ValueError(f"the {hessian} Hessian at the sampler's mode is not finite")
-        values, vectors = np.linalg.eigh(matrix)
-        if values[0] <= 0:
+        values, covariance = _positive_definite_inverse(matrix)
+        if covariance is None:
             raise ValueError(
                 f"the negative Hessian ({hessian}) at the sampler's mode ({mode.message}; "
                 f"gradient norm {mode.gradient_norm:.3g}) has {int(np.sum(values <= 0))} "
                 f"eigenvalues that are not positive (smallest {values[0]:.3g}): not a strict "
                 "local maximum"
             )
-        covariance = (vectors / values) @ vectors.T
         return LaplaceApproximation(self.model, mode, 0.5 * (covariance + covariance.T), hessian)
 
 

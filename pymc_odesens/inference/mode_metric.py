@@ -94,18 +94,34 @@ def _value_variables(model: pm.Model, variables) -> list:
 def _log_density_function(model: pm.Model, variables: list, start, compile_kwargs: Mapping):
     """``(vector -> (log-density, gradient))`` over ``variables`` raveled, and its start."""
     function = model.logp_dlogp_function(variables, ravel_inputs=True, **dict(compile_kwargs))
-    point = model.initial_point()
+    point, vector = _start_point(model.initial_point(), variables, start)
+    function.set_extra_values(point)
+    return function, vector, point
+
+
+def _start_point(point: Mapping, variables: list, start) -> tuple[dict, np.ndarray]:
+    """``point`` with ``start``'s values (value variables by name), and ``variables``'
+    values raveled; a name in ``start`` that is not in ``point`` raises ``ValueError``."""
+    point = dict(point)
     if start is not None:
-        unknown = set(start) - {v.name for v in model.value_vars}
+        unknown = set(start) - set(point)
         if unknown:
             raise ValueError(
                 f"start: {sorted(unknown)} are not value variables of the model (give values "
                 "on the transformed scale, by value variable name, e.g. 'k_log__')"
             )
         point.update({name: np.asarray(value) for name, value in start.items()})
-    function.set_extra_values(point)
     vector = np.concatenate([np.ravel(point[v.name]) for v in variables]).astype(float)
-    return function, vector, point
+    return point, vector
+
+
+def _positive_definite_inverse(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The eigenvalues of a symmetric ``matrix`` and its inverse (None when an eigenvalue
+    is not positive: the caller says what that means)."""
+    values, vectors = np.linalg.eigh(matrix)
+    if values[0] <= 0:
+        return values, None
+    return values, (vectors / values) @ vectors.T
 
 
 def _split(vector: np.ndarray, variables: list, point: Mapping) -> dict[str, np.ndarray]:
@@ -316,15 +332,14 @@ def mode_metric_nuts(
             "the point L-BFGS-B found, so its Hessian there is not defined; give a smaller "
             "fd_step"
         )
-    values, vectors = np.linalg.eigh(hessian)
-    if values[0] <= 0:
+    values, covariance = _positive_definite_inverse(hessian)
+    if covariance is None:
         raise ValueError(
             f"the negative Hessian at the point L-BFGS-B found ({mode.message}; gradient norm "
             f"{mode.gradient_norm:.3g}) has {int(np.sum(values <= 0))} eigenvalues that are not "
             f"positive (smallest {values[0]:.3g}): not a strict local maximum. Give a start "
             "nearer the mode, or sample with PyMC's adapt_diag/adapt_full."
         )
-    covariance = (vectors / values) @ vectors.T
     rise = 0.5 * float(mode.gradient @ covariance @ mode.gradient)  # of a Newton step from there
     if rise > 0.5:
         warnings.warn(

@@ -490,7 +490,7 @@ def sample_posterior(
         progressbar,
         f"{joined} from {n_starts} starts "
         f"({len(modes.failed)} failed) in {times['time_modes']:.1f} s; best log-likelihood "
-        f"{best.log_likelihood:.6g}" + f" (log-posterior {best.log_posterior:.6g})",
+        f"{best.log_likelihood:.6g} (log-posterior {best.log_posterior:.6g})",
     )
 
     # 3. the start: the Laplace mixture over the modes near the best
