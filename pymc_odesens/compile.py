@@ -7,6 +7,7 @@ more each. This command does all of them at once, one step after another with th
 times, so that a user (or a Docker image build, or CI before its tests) pays them up front::
 
     python -m pymc_odesens.compile              # everything (a few minutes)
+    python -m pymc_odesens.compile --jobs 2     # the steps spread over 2 processes
     python -m pymc_odesens.compile --list       # the steps
     python -m pymc_odesens.compile solvers pymc # some groups only
 
@@ -18,12 +19,15 @@ first sampling.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from importlib import import_module
 
-__all__ = ["STEPS", "compile_steps", "main"]
+__all__ = ["STEPS", "compile_in_processes", "compile_steps", "main"]
 
 
 def _module(name: str) -> Callable[[], object]:
@@ -94,6 +98,10 @@ numba's cache, when it is there already)."""
 
 GROUPS = tuple(dict.fromkeys(group for group, _, _ in STEPS))
 
+FIRST_GROUP = "solvers"
+"""The steps every other step builds on: :func:`compile_in_processes` compiles them before
+the others (a step that started beside them would compile them a second time)."""
+
 
 def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
     """Compile the steps of ``groups`` (default all), one line each on ``out``.
@@ -104,7 +112,7 @@ def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
     """
     from pymc_odesens.caching.compile_notice import compiling
 
-    chosen = [step for step in STEPS if groups is None or step[0] in groups]
+    chosen = [STEPS[k] for k in _chosen(groups)]
     done = []
     started = time.perf_counter()
     with compiling("pymc_odesens' solvers", steps=len(chosen)) as task:
@@ -125,6 +133,99 @@ def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
     return done
 
 
+def _chosen(groups) -> list[int]:
+    return [k for k, step in enumerate(STEPS) if groups is None or step[0] in groups]
+
+
+def _quiet_worker() -> None:
+    # the parent process reports for every worker; their own notices would interleave
+    os.environ["PYMC_ODESENS_COMPILE_NOTICES"] = "0"
+
+
+def _run_step(index: int) -> float:
+    """Compile step ``index`` of :data:`STEPS` in this (worker) process; its seconds."""
+    began = time.perf_counter()
+    STEPS[index][2]()
+    return time.perf_counter() - began
+
+
+def compile_in_processes(jobs: int, groups=None, out=sys.stdout) -> list[tuple[str, float]]:
+    """Compile the steps of ``groups`` (default all) in ``jobs`` new processes at once.
+
+    The solver cores every other step builds on (the group :data:`FIRST_GROUP`) come
+    first, side by side; then each process takes the next of the other steps as soon as it
+    is free. numba's cache is shared through the disk, so the steps end up cached exactly
+    as with :func:`compile_steps`. A step that needs a core another process is still
+    compiling compiles it too (numba does not wait for it), so two processes take more
+    than half the time of one. One line per step on ``out`` as it ends, in the order the
+    steps end, and a heartbeat on stderr naming the steps running.
+
+    Parameters
+    ----------
+    jobs : int
+        The number of processes, at least 1 (1 compiles in this process, as
+        :func:`compile_steps`).
+    groups : collection of str, optional
+        Groups of :data:`STEPS`; default all.
+    out : file, optional
+        Where the step lines go (default stdout).
+
+    Returns
+    -------
+    list of (what, seconds)
+        In the order of :data:`STEPS`; the seconds are those of the process that compiled
+        the step.
+
+    Raises
+    ------
+    ValueError
+        If ``jobs`` is not a positive integer.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
+    if jobs == 1:
+        return compile_steps(groups, out=out)
+    from pymc_odesens.caching.compile_notice import compiling
+
+    chosen = _chosen(groups)
+    workers = min(jobs, len(chosen))
+    seconds: dict[int, float] = {}
+    started = time.perf_counter()
+    with (
+        compiling("pymc_odesens' solvers", steps=len(chosen)) as task,
+        ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_quiet_worker,
+        ) as pool,
+    ):
+        for wave in (
+            [k for k in chosen if STEPS[k][0] == FIRST_GROUP],
+            [k for k in chosen if STEPS[k][0] != FIRST_GROUP],
+        ):
+            pending = {pool.submit(_run_step, k): k for k in wave}
+            while pending:
+                running = [STEPS[k][1] for f, k in pending.items() if f.running()]
+                task.detail = ", ".join(running[:workers])
+                done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in done:
+                    k = pending.pop(future)
+                    seconds[k] = future.result()
+                    print(
+                        f"[{len(seconds)}/{len(chosen)}] {STEPS[k][1]}: {seconds[k]:.1f} s",
+                        file=out,
+                        flush=True,
+                    )
+                    task.advance()
+    print(
+        f"compiled in {time.perf_counter() - started:.1f} s in {workers} "
+        "processes; later processes load it all from numba's cache",
+        file=out,
+        flush=True,
+    )
+    return [(STEPS[k][1], seconds[k]) for k in chosen]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pymc_odesens.compile", description=__doc__.split("\n\n")[0]
@@ -133,17 +234,28 @@ def main(argv=None) -> int:
         "groups", nargs="*", metavar="GROUP", help=f"some of {', '.join(GROUPS)} (default: all)"
     )
     parser.add_argument("--list", action="store_true", help="list the steps and stop")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="compile in N processes at once (default 1: in this process)",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.groups) - set(GROUPS))
     if unknown:
         parser.error(f"unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected a positive integer, got {args.jobs}")
     if args.list:
         for group, what, _ in STEPS:
             print(f"{group:<13} {what}")
         return 0
     # running this module imported the package first: numba's cache guard and verification
     # are installed, and long compiles announce themselves
-    compile_steps(set(args.groups) or None)
+    # through the package's module, not ``__main__``: the worker processes import the steps
+    # from it
+    import_module("pymc_odesens.compile").compile_in_processes(args.jobs, set(args.groups) or None)
     return 0
 
 

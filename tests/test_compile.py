@@ -40,3 +40,35 @@ def test_steps_of_a_group_report_their_times():
     assert lines[0].startswith("[1/1] the Fisher information: ") and lines[0].endswith(" s")
     assert lines[-1].startswith("compiled in ")
     assert "pymc_odesens.sensitivity.fisher_accumulation" in sys.modules
+
+
+def test_steps_in_two_processes_report_each_step_and_return_them_in_order():
+    # loaded from numba's cache (the session compiled every step first); the steps of the
+    # solvers' group come first, then the others
+    out = io.StringIO()
+    done = compile_command.compile_in_processes(2, {"solvers", "fisher"}, out=out)
+    assert [what for what, _ in done] == [
+        "the rk45/ckrk solver",
+        "the bdf/adams solver",
+        "the Fisher information",
+    ]
+    assert all(seconds >= 0.0 for _, seconds in done)
+    lines = out.getvalue().splitlines()
+    assert [line[:5] for line in lines[:3]] == ["[1/3]", "[2/3]", "[3/3]"]
+    assert lines[2].startswith("[3/3] the Fisher information: ")
+    assert {line.split("] ", 1)[1].rsplit(": ", 1)[0] for line in lines[:3]} == {
+        what for what, _ in done
+    }
+    assert lines[-1].startswith("compiled in ") and "in 2 processes" in lines[-1]
+
+
+@pytest.mark.parametrize("jobs", [0, -1, True, 1.5])
+def test_jobs_must_be_a_positive_integer(jobs):
+    with pytest.raises(ValueError, match=r"jobs: expected a positive integer, got"):
+        compile_command.compile_in_processes(jobs)
+
+
+def test_jobs_on_the_command_line_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        compile_command.main(["--jobs", "0"])
+    assert "--jobs: expected a positive integer, got 0" in capsys.readouterr().err

@@ -31,6 +31,7 @@ def problems(tmp_path_factory):
     return {"turnover": first, "turnover_b": second}
 
 
+@pytest.mark.slow  # two problems measured twice (43 s); lighter sibling: test_executors.py
 def test_bench_petab_on_a_dask_cluster_gives_the_local_values(problems, dask_client):
     bench_petab = _bench("bench_petab")
     options = {"repeats": 1, "cold": False, "amici": False}

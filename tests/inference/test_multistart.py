@@ -174,14 +174,20 @@ def test_workers_only_when_they_pay_for_their_start(first, remaining, workers, e
     assert multistart.WORKER_START_SECONDS == 20.0
 
 
-def test_results_do_not_depend_on_the_number_of_workers():
+def test_results_do_not_depend_on_threads():
+    model = line_model()
+    one = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
+    with ThreadPoolExecutor(2) as pool:
+        threads = find_modes(model, 4, random_seed=11, executor=pool, method="L-BFGS-B")
+    _assert_same_starts(one, threads)
+
+
+@pytest.mark.slow  # worker processes; lighter sibling: test_executors.py (pytest -m slow)
+def test_results_do_not_depend_on_the_number_of_worker_processes():
     model = line_model()
     one = find_modes(model, 4, random_seed=11, n_workers=1, method="L-BFGS-B")
     two = find_modes(model, 4, random_seed=11, n_workers=2, method="L-BFGS-B")
-    with ThreadPoolExecutor(2) as pool:
-        threads = find_modes(model, 4, random_seed=11, executor=pool, method="L-BFGS-B")
-    for other in (two, threads):
-        _assert_same_starts(one, other)
+    _assert_same_starts(one, two)
 
 
 def _assert_same_starts(one: ModeSearchResult, other: ModeSearchResult) -> None:

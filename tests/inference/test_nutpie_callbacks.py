@@ -115,8 +115,8 @@ def test_a_later_process_loads_the_callbacks_and_a_damaged_file_is_compiled_agai
     assert _child(tmp_path) == {"hits": [0, 0], "warnings": []}
     files = sorted((tmp_path / "nutpie").glob("*.nbc"))
     assert len(files) == 2 and all(".sha256." in f.name for f in files)  # verified files
-    assert _child(tmp_path) == {"hits": [1, 1], "warnings": []}
 
+    # the next process loads the intact callback and compiles the damaged one again
     logp_file = next(f for f in files if "nutpie_logp" in f.name)
     damaged = bytearray(logp_file.read_bytes())
     damaged[len(damaged) // 2] ^= 0x01  # in the pickled object code

@@ -127,6 +127,7 @@ def test_the_same_seed_repeats_bit_for_bit_whatever_the_workers(linear_fit):
     assert not np.array_equal(different.posterior["a"].values, linear_fit.posterior["a"].values[:1])
 
 
+@pytest.mark.slow  # a third SMC run; lighter sibling: test_executors.py's Dask test
 def test_a_dask_cluster_gives_the_same_result_bit_for_bit(linear_fit, dask_client):
     # each batch of particles is a task on the cluster's workers, which build the model
     # from its pickled factory

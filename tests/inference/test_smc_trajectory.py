@@ -67,6 +67,7 @@ def _ridge_model():
     return model
 
 
+@pytest.mark.slow  # a sampling run (30 s); the rule's unit tests above run by default
 def test_on_a_ridge_the_trajectories_grow_and_the_posterior_is_right():
     fit = sample_smc(
         _ridge_model(),
