@@ -260,7 +260,7 @@ def _log_overflow(op_log, snapshots, op_count):
 def _resample(table, order, factor, r_mat, u_mat, ru_mat, tmp, op_log, op_count):
     """:func:`change_step_size`, logged."""
     change_step_size(table, order, factor, r_mat, u_mat, ru_mat, tmp)
-    _log_op(op_log, op_count, OP_RESAMPLE, order, factor, 0.0)
+    _log_op(op_log, op_count, np.int64(OP_RESAMPLE), order, factor, 0.0)
 
 
 @njit(cache=True)
@@ -418,9 +418,11 @@ def run_multistep(
     )
     stats[st.N_RHS] += 1
     _initialise(family, table, y0, f, h)
-    _log_op(op_log, op_count, OP_INIT, 1, h, t)
+    # np.int64(...), not literal constants: numba compiles a callee once per literal
+    # argument value (a separate specialisation, inlined into this driver each time)
+    order = np.int64(1)
+    _log_op(op_log, op_count, np.int64(OP_INIT), order, h, t)
     _snapshot(op_log, snapshots, op_count, y_cur, table)
-    order = 1
     n_equal_steps = 0
     n_accepted = 0
 
@@ -551,13 +553,13 @@ def run_multistep(
                     0.9 * (2 * NEWTON_MAX_ITERATIONS + 1) / (2 * NEWTON_MAX_ITERATIONS + n_iter)
                 )
                 if error_failures >= ERROR_FAILURES_BEFORE_ORDER_ONE and order > 1:
-                    order = 1
+                    order = np.int64(1)
                     factor = 0.1
                 else:
                     factor = max(MIN_FACTOR, safety * err_norm ** (-1.0 / (order + 1)))
                     if order > 1:
                         # CVODE: after a failure, also consider order q-1
-                        _neighbour_error(family, table, order, h, -1, work)
+                        _neighbour_error(family, table, order, h, np.int64(-1), work)
                         err_minus = grouped_rms_norm(work, weights, n_state, n_lu, n_err)
                         if err_minus == 0.0:
                             factor_minus = 1.0
@@ -585,7 +587,7 @@ def run_multistep(
         for i in range(n):
             y_cur[i] = y_new[i]
         n_accepted += 1
-        _log_op(op_log, op_count, OP_STEP, order, h, t_new)
+        _log_op(op_log, op_count, np.int64(OP_STEP), order, h, t_new)
         if n_cond > 0:
             # sign changes over EVENT_SAMPLES sub-intervals of the step, earliest first
             found = -1
@@ -678,12 +680,12 @@ def run_multistep(
             continue
         # order and step-size selection
         if order > 1:
-            _neighbour_error(family, table, order, h, -1, work)
+            _neighbour_error(family, table, order, h, np.int64(-1), work)
             err_minus = grouped_rms_norm(work, weights, n_state, n_lu, n_err)
         else:
             err_minus = np.inf
         if order < max_order:
-            _neighbour_error(family, table, order, h, 1, work)
+            _neighbour_error(family, table, order, h, np.int64(1), work)
             err_plus = grouped_rms_norm(work, weights, n_state, n_lu, n_err)
         else:
             err_plus = np.inf
