@@ -179,10 +179,14 @@ def compile_in_processes(jobs: int, groups=None, out=sys.stdout) -> list[tuple[s
     Raises
     ------
     ValueError
-        If ``jobs`` is not a positive integer.
+        If ``jobs`` is not a positive integer, or ``groups`` names no group of
+        :data:`GROUPS`.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
+    unknown = sorted(set(groups or ()) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"groups: unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
     if jobs == 1:
         return compile_steps(groups, out=out)
     from pymc_odesens.caching.compile_notice import compiling
@@ -199,24 +203,29 @@ def compile_in_processes(jobs: int, groups=None, out=sys.stdout) -> list[tuple[s
             initializer=_quiet_worker,
         ) as pool,
     ):
-        for wave in (
-            [k for k in chosen if STEPS[k][0] == FIRST_GROUP],
-            [k for k in chosen if STEPS[k][0] != FIRST_GROUP],
-        ):
-            pending = {pool.submit(_run_step, k): k for k in wave}
-            while pending:
-                running = [STEPS[k][1] for f, k in pending.items() if f.running()]
-                task.detail = ", ".join(running[:workers])
-                done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-                for future in done:
-                    k = pending.pop(future)
-                    seconds[k] = future.result()
-                    print(
-                        f"[{len(seconds)}/{len(chosen)}] {STEPS[k][1]}: {seconds[k]:.1f} s",
-                        file=out,
-                        flush=True,
-                    )
-                    task.advance()
+        try:
+            for wave in (
+                [k for k in chosen if STEPS[k][0] == FIRST_GROUP],
+                [k for k in chosen if STEPS[k][0] != FIRST_GROUP],
+            ):
+                pending = {pool.submit(_run_step, k): k for k in wave}
+                while pending:
+                    running = [STEPS[k][1] for f, k in pending.items() if f.running()]
+                    task.detail = ", ".join(running[:workers])
+                    done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        k = pending.pop(future)
+                        seconds[k] = future.result()
+                        print(
+                            f"[{len(seconds)}/{len(chosen)}] {STEPS[k][1]}: {seconds[k]:.1f} s",
+                            file=out,
+                            flush=True,
+                        )
+                        task.advance()
+        except BaseException:
+            # a failed step (or Ctrl-C): the steps not started yet are dropped
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     print(
         f"compiled in {time.perf_counter() - started:.1f} s in {workers} "
         "processes; later processes load it all from numba's cache",

@@ -68,6 +68,13 @@ def test_jobs_must_be_a_positive_integer(jobs):
         compile_command.compile_in_processes(jobs)
 
 
+def test_an_unknown_group_in_processes_is_refused_by_name():
+    with pytest.raises(
+        ValueError, match=r"groups: unknown group\(s\) \['nonsense'\]; known: solvers"
+    ):
+        compile_command.compile_in_processes(2, {"fisher", "nonsense"})
+
+
 def test_jobs_on_the_command_line_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         compile_command.main(["--jobs", "0"])
