@@ -47,9 +47,13 @@ from pymc_odesens.inference.sampling import sample
 from pymc_odesens.inference.time_limit import TimeLimit
 from pymc_odesens.inference.whitened_model import WHITENED_NAME, whitened_model
 
-__all__ = ["ConvergedSampling", "SAMPLERS", "sample_until_converged"]
+__all__ = ["ConvergedSampling", "MIN_TUNE", "SAMPLERS", "sample_until_converged"]
 
 SAMPLERS = ("nutpie", "pymc")
+
+MIN_TUNE = {"nutpie": 1, "pymc": 0}
+"""The fewest tuning steps per chain each sampler takes: nuts-rs (nutpie) panics in its
+threads without one ("assertion failed: early_end < num_tune")."""
 
 # looks at nutpie's growing trace: each copies the whole trace in this (the Python) thread,
 # which then takes CPU from the chains. A look is timed for when the chains should have the
@@ -308,10 +312,10 @@ def sample_until_converged(
             )
         if _whitening(whiten).model is not model:
             raise ValueError("whiten: an approximation of another model than `model`")
-    if sampler == "nutpie" and tune < 1:
-        # nuts-rs panics ("assertion failed: early_end < num_tune") in its threads
+    if tune < MIN_TUNE.get(sampler, 0):
         raise ValueError(
-            f"tune: nutpie needs at least 1 tuning step (its adaptation windows), got {tune!r}"
+            f"tune: {sampler} needs at least {MIN_TUNE[sampler]} tuning step (its adaptation "
+            f"windows), got {tune!r}"
         )
     if sampler == "nutpie":
         idata, outcome = _nutpie_until_converged(plan)

@@ -33,7 +33,11 @@ import numpy as np
 import pymc as pm
 
 from pymc_odesens.inference.arguments import positive_int, positive_number
-from pymc_odesens.inference.converged_sampling import SAMPLERS, sample_until_converged
+from pymc_odesens.inference.converged_sampling import (
+    MIN_TUNE,
+    SAMPLERS,
+    sample_until_converged,
+)
 from pymc_odesens.inference.executor_choice import check_executor
 from pymc_odesens.inference.laplace_mixture import laplace_mixture
 from pymc_odesens.inference.marginal_recovery import MarginalRecovery, marginal_nodes
@@ -421,7 +425,7 @@ def sample_posterior(
     if draws is None:
         draws = CHECK_EVERY[sampler]
     draws = positive_int("draws", draws)
-    tune = positive_int("tune", tune, 1 if sampler == "nutpie" else 0)  # nuts-rs needs 1
+    tune = positive_int("tune", tune, MIN_TUNE[sampler])
     if cores is not None:
         cores = positive_int("cores", cores)
     if max_draws is None:
