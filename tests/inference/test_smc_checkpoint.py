@@ -183,6 +183,7 @@ def test_a_checkpoint_continues_only_with_its_own_trajectory_model(tmp_path):
     _assert_same(continued, straight)
 
 
+@pytest.mark.slow  # three sampling runs (22 s); the next test checks the argument by default
 def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypatch):
     """A run stopped inside a stage with the diagonal metric and its own gradient goes on
     with the dense metric, other leapfrog steps and a trajectory model: the gradients are
@@ -227,6 +228,9 @@ def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypa
         linear_model(), random_seed=5, checkpoint=tmp_path, trajectory_model=trajectory, **new
     )
     _assert_same(again, fit)
+
+
+def test_change_moves_needs_a_checkpoint():
     with pytest.raises(ValueError, match="change_moves must be False without a checkpoint"):
         sample_smc(linear_model(), change_moves=True, **OPTIONS)
 
