@@ -54,7 +54,7 @@ def test_posterior_is_the_conjugate_one_and_runs_agree(linear_fit):
     assert float(rhat["a"]) < 1.05 and float(rhat["b"]) < 1.05
 
 
-@pytest.mark.slow  # a sampling run (17 s); the checkpoint tests run a trajectory model by default
+@pytest.mark.slow  # a sampling run; the checkpoint tests run a trajectory model by default
 def test_a_trajectory_model_leaves_the_evidence_and_posterior_exact():
     """The HMC moves follow the gradient of a model with twice the noise (a likelihood 4
     times flatter: a poor guide), the acceptance tests and weights use the model's own

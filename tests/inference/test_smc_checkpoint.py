@@ -183,7 +183,7 @@ def test_a_checkpoint_continues_only_with_its_own_trajectory_model(tmp_path):
     _assert_same(continued, straight)
 
 
-@pytest.mark.slow  # three sampling runs (22 s); the next test checks the argument by default
+@pytest.mark.slow  # three sampling runs; the next test checks the argument by default
 def test_change_moves_continues_a_checkpoint_with_other_moves(tmp_path, monkeypatch):
     """A run stopped inside a stage with the diagonal metric and its own gradient goes on
     with the dense metric, other leapfrog steps and a trajectory model: the gradients are

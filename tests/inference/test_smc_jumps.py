@@ -241,7 +241,7 @@ def spike_fits():
     return without, with_jumps
 
 
-@pytest.mark.slow  # two sampling runs (20 s); the unit tests of the jump move stay by default
+@pytest.mark.slow  # two sampling runs; the unit tests of the jump move stay by default
 def test_jumps_let_every_run_weigh_a_narrow_mode_that_runs_lose_without_them(spike_fits):
     without, with_jumps = spike_fits
     masses = spike_masses()

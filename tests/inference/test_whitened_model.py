@@ -104,7 +104,7 @@ def test_errors_name_the_argument():
         sample_until_converged(_linear_model(), var_names=["a"], whiten=laplace)
 
 
-@pytest.mark.slow  # a sampling run (28 s); the density test above and test_laplace_mixture's
+@pytest.mark.slow  # a sampling run; the density test above and test_laplace_mixture's
 # nutpie run cover the whitened model by default
 def test_nutpie_on_the_whitened_model_samples_the_original_posterior():
     model = _linear_model()
