@@ -109,6 +109,11 @@ def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
     Returns
     -------
     list of (what, seconds)
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` names a group that is not one of :data:`GROUPS`.
     """
     from pymc_odesens.caching.compile_notice import compiling
 
@@ -122,7 +127,7 @@ def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
             how()
             seconds = time.perf_counter() - began
             done.append((what, seconds))
-            print(f"[{k}/{len(chosen)}] {what}: {seconds:.1f} s", file=out, flush=True)
+            _step_line(out, k, len(chosen), what, seconds)
             task.advance()
     print(
         f"compiled in {time.perf_counter() - started:.1f} s; later processes load it all "
@@ -134,7 +139,21 @@ def compile_steps(groups=None, out=sys.stdout) -> list[tuple[str, float]]:
 
 
 def _chosen(groups) -> list[int]:
+    """The indices in :data:`STEPS` of the steps of ``groups`` (None: all), checked."""
+    unknown = sorted(set(groups or ()) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"groups: unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
     return [k for k, step in enumerate(STEPS) if groups is None or step[0] in groups]
+
+
+def _checked_jobs(jobs, name: str = "jobs") -> int:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"{name}: expected a positive integer, got {jobs!r}")
+    return jobs
+
+
+def _step_line(out, k: int, n: int, what: str, seconds: float) -> None:
+    print(f"[{k}/{n}] {what}: {seconds:.1f} s", file=out, flush=True)
 
 
 def _quiet_worker() -> None:
@@ -179,19 +198,14 @@ def compile_in_processes(jobs: int, groups=None, out=sys.stdout) -> list[tuple[s
     Raises
     ------
     ValueError
-        If ``jobs`` is not a positive integer, or ``groups`` names no group of
-        :data:`GROUPS`.
+        If ``jobs`` is not a positive integer, or ``groups`` names a group that is not
+        one of :data:`GROUPS`.
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
-    unknown = sorted(set(groups or ()) - set(GROUPS))
-    if unknown:
-        raise ValueError(f"groups: unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
-    if jobs == 1:
+    chosen = _chosen(groups)
+    if _checked_jobs(jobs) == 1:
         return compile_steps(groups, out=out)
     from pymc_odesens.caching.compile_notice import compiling
 
-    chosen = _chosen(groups)
     workers = min(jobs, len(chosen))
     seconds: dict[int, float] = {}
     started = time.perf_counter()
@@ -216,11 +230,7 @@ def compile_in_processes(jobs: int, groups=None, out=sys.stdout) -> list[tuple[s
                     for future in done:
                         k = pending.pop(future)
                         seconds[k] = future.result()
-                        print(
-                            f"[{len(seconds)}/{len(chosen)}] {STEPS[k][1]}: {seconds[k]:.1f} s",
-                            file=out,
-                            flush=True,
-                        )
+                        _step_line(out, len(seconds), len(chosen), STEPS[k][1], seconds[k])
                         task.advance()
         except BaseException:
             # a failed step (or Ctrl-C): the steps not started yet are dropped
@@ -251,11 +261,11 @@ def main(argv=None) -> int:
         help="compile in N processes at once (default 1: in this process)",
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.groups) - set(GROUPS))
-    if unknown:
-        parser.error(f"unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
-    if args.jobs < 1:
-        parser.error(f"--jobs: expected a positive integer, got {args.jobs}")
+    try:
+        _chosen(args.groups)
+        _checked_jobs(args.jobs, "--jobs")
+    except ValueError as error:
+        parser.error(str(error))
     if args.list:
         for group, what, _ in STEPS:
             print(f"{group:<13} {what}")
