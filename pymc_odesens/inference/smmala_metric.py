@@ -32,7 +32,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import join_nonshared_inputs
-from pytensor.gradient import Rop
+from pytensor.gradient import DisconnectedInputError, Rop
 from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.random.basic import LogNormalRV, NormalRV
 
@@ -165,10 +165,21 @@ class SmmalaGraph:
 
 
 def _jacobian_columns(f: pt.TensorVariable, x: pt.TensorVariable, size: int):
-    """``df/dx`` as (M, D) from D Jacobian-vector products (one vectorised forward pass)."""
+    """``df/dx`` as (M, D) from D Jacobian-vector products (one vectorised forward pass).
+
+    The products come from the Ops' own ``R_op`` (the ODE Ops contract their sensitivities
+    with the direction) where every Op on the way has one, else from PyTensor's double
+    ``L_op``. Both give the same numbers; the first graph is smaller after rewriting and
+    compiles in about half the time (benchmarks/README.md, "The Fisher information's
+    compile")."""
     flat = f.ravel()
     direction = pt.vector("direction", dtype=x.dtype, shape=(size,))
-    jvp = Rop(flat, x, direction)
+    try:
+        jvp = Rop(flat, x, direction, use_op_rop_implementation=True)
+    except (NotImplementedError, DisconnectedInputError):
+        # an Op without R_op (a steady state, a user's Op...) or one that gives None for
+        # an output on the way
+        jvp = Rop(flat, x, direction)
     columns = vectorize_graph(jvp, replace={direction: pt.eye(size, dtype=x.dtype)})
     return columns.T
 

@@ -177,6 +177,27 @@ class OdeForwardOp(_OdeOp):
             grad_y0 = pt.zeros_like(y0)
         return [grad_y0, *grads]
 
+    def R_op(self, inputs, eval_points):
+        """Jacobian-vector products: ``dy = S . dparams (+ S_y0 . dy0)``; the same contraction
+        as :meth:`L_op`, with the stored (exact or, for the Peano-Baker routes, approximate)
+        ``S``, guarded by ``failed`` as the gradient is. Only ``y`` has one: the
+        sensitivities' own derivatives would need second-order sensitivities (None)."""
+        outputs = self.make_node(*inputs).outputs  # merged with the node itself on compiling
+        if self.spec.y0_from_system:
+            (d_params,), d_y0 = eval_points, None
+        else:
+            d_y0, d_params = eval_points
+        terms = []
+        if d_params is not None:
+            terms.append((outputs[1] * d_params[:, None, None, :]).sum(axis=-1))
+        if d_y0 is not None and self.spec.wrt_y0:
+            terms.append((outputs[2] * d_y0[:, None, None, :]).sum(axis=-1))
+        if terms:
+            d_y = GradientGuard()(pt.add(*terms) if len(terms) > 1 else terms[0], outputs[-1])
+        else:
+            d_y = pt.zeros_like(outputs[0])
+        return [d_y] + [None] * (len(outputs) - 1)
+
 
 class OdePbsOp(OdeForwardOp):
     """``(y, S, [S_y0,] branches, failed)``: states and the Peano-Baker ``S`` of

@@ -206,6 +206,56 @@ def test_initial_state_from_parameters():
     np.testing.assert_allclose(grad, exact, rtol=1e-7)
 
 
+@pytest.mark.parametrize("route", ["forward", "pbs"])
+def test_jacobian_vector_products_of_the_op(oscillator, route):
+    """``R_op``: ``S . dparams + S_y0 . dy0`` per experiment; for the forward route equal to
+    central differences of the solution, for a Peano-Baker route the same contraction of
+    its approximate ``S`` as the gradient."""
+    controls = {"relative_tolerance": 1e-10, "absolute_tolerance": 1e-12}
+    y0 = pt.tensor("y0", shape=(2, 2))
+    params = pt.tensor("params", shape=(2, 1))
+    y = ode_solution(
+        oscillator, y0, TIMES, params, sensitivity=route, on_failure="raise", **controls
+    )
+    d_y0, d_params = pt.dmatrix("d_y0"), pt.dmatrix("d_params")
+    jvp = pytensor.gradient.Rop(y, [y0, params], [d_y0, d_params], use_op_rop_implementation=True)
+    inputs = [y0, params, d_y0, d_params]
+    at = [np.array([[1.0, -0.2], [0.4, 0.3]]), np.array([[0.3], [0.15]])]
+    rng = np.random.default_rng(5)
+    direction = [rng.normal(size=(2, 2)), rng.normal(size=(2, 1))]
+    got = pytensor.function(inputs, jvp)(*at, *direction)
+    assert got.shape == (2, TIMES.size, 2)
+    if route == "forward":
+        solution = pytensor.function([y0, params], y)
+        h = 1e-5
+        ahead = solution(*(a + h * d for a, d in zip(at, direction)))
+        behind = solution(*(a - h * d for a, d in zip(at, direction)))
+        np.testing.assert_allclose(got, (ahead - behind) / (2 * h), rtol=1e-6, atol=1e-8)
+    # the gradient's contraction: <w, J d> = <J^T w, d>, for either route
+    weights = rng.normal(size=(2, TIMES.size, 2))
+    grads = pytensor.grad((y * weights).sum(), [y0, params])
+    g_y0, g_params = pytensor.function([y0, params], grads)(*at)
+    np.testing.assert_allclose(
+        (weights * got).sum(),
+        (g_y0 * direction[0]).sum() + (g_params * direction[1]).sum(),
+        rtol=1e-10,
+    )
+
+
+def test_jacobian_vector_product_of_a_failed_solve_is_zero():
+    """Rejected inside a model: its products are zero, as its gradient is."""
+    pymc_odesens.reset_failure_counts()
+    k = pt.tensor("k", shape=(1,))
+    with pm.Model():
+        y = ode_solution(_stiff_decay(), [1.0], [1.0, 2.0], k, method="rk45", max_num_steps=20)
+    d_k = pt.tensor("d_k", shape=(1,))
+    jvp = pytensor.gradient.Rop(y, k, d_k, use_op_rop_implementation=True)
+    f = pytensor.function([k, d_k], jvp)
+    assert np.all(f(np.array([0.5]), np.array([1.0])) != 0.0)
+    with pytest.warns(pymc_odesens.OdeSolverFailureWarning, match="MaxNumStepsError"):
+        np.testing.assert_array_equal(f(np.array([2000.0]), np.array([1.0])), 0.0)
+
+
 def _stiff_decay():
     return OdeSystem(lambda t, y, p: [-p[0] * y[0]], states=["x"], params=["k"], name="decay")
 
