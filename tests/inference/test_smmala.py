@@ -18,6 +18,8 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from pymc.exceptions import SamplingError
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
 
 from pymc_odesens import SMMALA, OdeSystem, fisher_information, ode_solution
 from pymc_odesens.inference.smmala import softabs
@@ -89,6 +91,46 @@ def test_metric_through_an_ode_solution(linear2, likelihood, noise):
     expected = p[:, None] * fisher * p[None, :] + np.eye(2) / 0.25
     np.testing.assert_allclose(step.metric(x, regularised=False), expected, rtol=1e-6)
     assert step.likelihoods == [("obs", likelihood)]
+
+
+class _CopyWithoutRop(Op):
+    """``x`` itself, with a gradient and no ``R_op`` (as a user's Op may be)."""
+
+    __props__ = ()
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = np.array(inputs[0])
+
+    def L_op(self, inputs, outputs, output_grads):
+        return [output_grads[0]]
+
+
+@pytest.mark.parametrize("location", ["broadcast", "an Op without R_op"])
+def test_metric_of_a_broadcast_location_and_through_an_op_without_rop(linear2, location):
+    """Three replicates of the data of ``test_metric_through_an_ode_solution``: the metric
+    is three times its likelihood part. The location is the solution broadcast to the data's
+    shape (differentiated at its core, the columns broadcast), or passes an Op without
+    ``R_op`` (the Jacobian-vector products then come from PyTensor's double ``L_op``)."""
+    y_true = np.asarray(fisher_information(linear2, linear2.x0, TIMES, linear2.p_nominal, 0.1).h)
+    data = y_true + 0.1 * np.random.default_rng(0).standard_normal((3, *y_true.shape))
+    with pm.Model():
+        log_p = pm.Normal("log_p", np.log(linear2.p_nominal), 0.5, shape=2)
+        y = ode_solution(linear2, linear2.x0, TIMES, pm.math.exp(log_p), **TIGHT)
+        if location == "broadcast":
+            mu = pt.broadcast_to(y, data.shape)
+        else:
+            mu = pt.stack([_CopyWithoutRop()(y)] * 3)
+        pm.Normal("obs", mu=mu, sigma=0.1, observed=data)
+        step = SMMALA()
+    x = np.log([0.8, 0.35])
+    p = np.exp(x)
+    fisher = fisher_information(linear2, linear2.x0, TIMES, p, 0.1, **TIGHT).matrix
+    expected = 3 * p[:, None] * fisher * p[None, :] + np.eye(2) / 0.25
+    np.testing.assert_allclose(step.metric(x, regularised=False), expected, rtol=1e-6)
 
 
 def test_a_rejection_potential_of_the_solution_leaves_the_metric(linear2):
