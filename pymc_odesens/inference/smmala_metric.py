@@ -171,8 +171,8 @@ def _jacobian_columns(f: pt.TensorVariable, x: pt.TensorVariable, size: int):
     The products come from the Ops' own ``R_op`` (the ODE Ops contract their sensitivities
     with the direction) where every Op on the way has one, else from PyTensor's double
     ``L_op``: the same numbers, and the first graph is smaller after rewriting (Boehm's
-    Fisher information compiles in 6 s instead of 14 s; benchmarks/README.md, "The Fisher
-    information's graph"). A broadcast of static shape (``Alloc``: a distribution's
+    Fisher information compiles in 5-6 s instead of 13-15 s; benchmarks/README.md, "The
+    Fisher information's graph"). A broadcast of static shape (``Alloc``: a distribution's
     parameter broadcast to its observed shape) is differentiated at its core and the
     columns broadcast: vectorising the ``Alloc`` of a product costs about 0.2 s each in
     PyTensor's static-shape inference.
