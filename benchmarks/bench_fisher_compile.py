@@ -17,10 +17,7 @@ script reports the largest relative difference between the routes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -78,17 +75,7 @@ ROUTES = ("R_op", "double L_op")
 
 
 def run(yaml: str, route: str, out: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, yaml, route, out],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        cwd=common.REPO_DIR,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{route}: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return common.run_code_child(CHILD, [yaml, route, out], route)
 
 
 def main() -> None:

@@ -15,10 +15,7 @@ compares the two compiled log-densities at the chains' first start.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -56,17 +53,7 @@ CHILD = textwrap.dedent(
 
 def run(yaml: str, which: str, cache: str) -> dict:
     env = {**os.environ, "PYMC_ODESENS_CACHE_DIR": cache}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, yaml, which],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=common.REPO_DIR,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{which}: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return common.run_code_child(CHILD, [yaml, which], which, env=env)
 
 
 def main() -> None:

@@ -327,6 +327,25 @@ def _forward_lines(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
+def run_code_child(
+    code: str, args: list[str], label: str, env: dict | None = None, timeout: float = 1800
+) -> dict:
+    """Run ``python -c code *args`` in the repository and return the JSON object its last
+    line of stdout prints; a failing child raises ``RuntimeError`` naming ``label`` with the
+    end of its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=dict(os.environ) if env is None else env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_DIR,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{label}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_staged_child(
     argv: list[str],
     stages: list[str],
