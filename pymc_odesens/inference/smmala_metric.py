@@ -32,7 +32,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import join_nonshared_inputs
-from pytensor.gradient import DisconnectedInputError, Rop
+from pytensor.gradient import Rop
 from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.basic import Alloc
 from pytensor.tensor.random.basic import LogNormalRV, NormalRV
@@ -194,9 +194,12 @@ def _jacobian_columns(f: pt.TensorVariable, x: pt.TensorVariable, size: int):
     direction = pt.vector("direction", dtype=x.dtype, shape=(size,))
     try:
         jvp = Rop(flat, x, direction, use_op_rop_implementation=True)
-    except (NotImplementedError, DisconnectedInputError):
-        # an Op without R_op (a steady state, a user's Op...) or one that gives None for
-        # an output on the way
+    except Exception:  # noqa: BLE001
+        # PyTensor's R_op route is restricted: an Op without R_op (a steady state, a user's
+        # Op) raises NotImplementedError, one that gives None for an output on the way
+        # DisconnectedInputError, and a direction whose static shape is more precise than
+        # its input's (a length-1 slice of the joined vector, as for a scalar parameter)
+        # fails its type assertion. The double L_op serves all of them.
         jvp = Rop(flat, x, direction)
     columns = vectorize_graph(jvp, replace={direction: pt.eye(size, dtype=x.dtype)})
     return columns.T

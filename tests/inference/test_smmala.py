@@ -93,6 +93,27 @@ def test_metric_through_an_ode_solution(linear2, likelihood, noise):
     assert step.likelihoods == [("obs", likelihood)]
 
 
+def test_metric_of_the_oscillator_example(monkeypatch):
+    """examples/oscillator.py's model, whose sampler's vector PyTensor's R_op route refuses
+    (a length-1 slice with a more precise static shape than the input it stands for): the
+    metric comes from the double L_op, the same as when that route is forced."""
+    import examples.oscillator as osc
+    from pymc_odesens.inference import smmala_metric
+
+    model = osc.build_model(osc.simulate_data(1))
+    with model:
+        step = SMMALA()
+    x = _raveled(step, model.initial_point())
+    x = x + 0.1 * np.random.default_rng(2).standard_normal(x.size)
+    rop = smmala_metric.Rop
+    monkeypatch.setattr(smmala_metric, "Rop", lambda f, wrt, d, **_: rop(f, wrt, d))
+    with model:
+        reference = SMMALA()
+    np.testing.assert_allclose(
+        step.metric(x, regularised=False), reference.metric(x, regularised=False), rtol=1e-12
+    )
+
+
 class _CopyWithoutRop(Op):
     """``x`` itself, with a gradient and no ``R_op`` (as a user's Op may be)."""
 
